@@ -1,0 +1,31 @@
+# Quick start: `make demo` (set up and run the main job), `make test` (set up and run all tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+
+.PHONY: demo test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-core: pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-all: pyproject.toml | $(BIN)/python
+	$(PIP) install -e ".[all]"
+	touch $@ $(VENV)/.installed-core
+
+demo: $(VENV)/.installed-core
+	$(BIN)/infraplan catalog gpus
+	$(BIN)/infraplan memory --model llama-3.1-70b --gpu h100 --num-gpus 64 --tp 8 --pp 2 \
+		--zero 1 --recompute selective --sequence-parallel --seq-len 8192
+	$(BIN)/infraplan memory examples/llama-3.1-8b-qlora.yaml
+	$(BIN)/infraplan memory examples/mixtral-8x7b-pretrain.yaml
+
+test: $(VENV)/.installed-all
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

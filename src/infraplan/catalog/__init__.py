@@ -1,0 +1,70 @@
+"""The shipped catalog: accelerators, systems, networks, storage tiers and model architectures.
+
+Each table is a YAML file under `catalog/data/`; every row names its source and the date it
+was read. Adding a GPU or a model is a data change. Price offers arrive as another table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from infraplan.catalog.schema import (Accelerator, Constant, ModelEntry, Network, StorageTier,
+                                     System)
+from infraplan.catalog.table import Table, load_table
+from infraplan.errors import InputError
+
+DATA_DIR = Path(__file__).parent / "data"
+MODELS_DIR = DATA_DIR / "models"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    accelerators: Table[Accelerator]
+    systems: Table[System]
+    networks: Table[Network]
+    storage: Table[StorageTier]
+    models: Table[ModelEntry]
+    memory_overheads: Table[Constant]
+
+    def check_references(self) -> None:
+        """Every name a row points at exists (a system's GPU, network, local storage)."""
+        for system in self.systems:
+            self.accelerators.get(system.accelerator)
+            self.networks.get(system.network)
+            if system.local_storage:
+                self.storage.get(system.local_storage)
+        for entry in self.models:
+            if not (MODELS_DIR / entry.config_file).is_file():
+                raise InputError(f"models.yaml: {entry.name!r} points at missing "
+                                 f"{entry.config_file!r}")
+
+    def system_for(self, accelerator_name: str) -> System:
+        """The default node type of an accelerator: the first system row that holds it."""
+        gpu = self.accelerators.get(accelerator_name)
+        for system in self.systems:
+            if system.accelerator == gpu.name:
+                return system
+        raise InputError(f"no system in the catalog holds {gpu.name!r}",
+                         fix="add a row to catalog/data/systems.yaml")
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    catalog = Catalog(
+        accelerators=load_table(DATA_DIR / "accelerators.yaml", Accelerator, "accelerator"),
+        systems=load_table(DATA_DIR / "systems.yaml", System, "system"),
+        networks=load_table(DATA_DIR / "networks.yaml", Network, "network"),
+        storage=load_table(DATA_DIR / "storage.yaml", StorageTier, "storage tier"),
+        models=load_table(DATA_DIR / "models.yaml", ModelEntry, "model"),
+        memory_overheads=load_table(DATA_DIR / "memory_overheads.yaml", Constant,
+                                    "memory overhead"),
+    )
+    catalog.check_references()
+    return catalog
+
+
+def accelerator(name: str) -> Accelerator:
+    """Look an accelerator up by name or alias ('h100', 'H100-SXM', 'a100-sxm4-80gb')."""
+    return load_catalog().accelerators.get(name)

@@ -1,0 +1,90 @@
+"""Architecture math from an HF-style config: parameters, FLOPs per token, KV bytes per token.
+
+`load_model("llama-3.1-70b")` reads a shipped architecture; `load_model("path/config.json")`
+(or a folder holding one) reads any config on disk of a supported family.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from infraplan.errors import InputError, UnknownNameError
+from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
+from infraplan.models.families import FAMILIES, arch_from_config
+from infraplan.models.flops import (forward_flops_per_sequence, forward_flops_per_token, gemms,
+                                    matmul_flops_per_token, training_flops_per_sequence)
+from infraplan.models.kv_cache import kv_cache_bytes, kv_cache_bytes_per_token
+from infraplan.models.params import ParamCounts, param_counts
+
+__all__ = [
+    "AttentionSpec", "MlpSpec", "ModelArch", "MoeSpec", "ParamCounts", "FAMILIES",
+    "load_model", "read_config", "param_counts", "gemms", "matmul_flops_per_token",
+    "forward_flops_per_sequence", "forward_flops_per_token", "training_flops_per_sequence",
+    "kv_cache_bytes", "kv_cache_bytes_per_token",
+]
+
+
+def read_config(path: Path) -> dict:
+    """Parse a config.json; a folder means the config.json inside it."""
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"model file {str(path)!r} does not exist",
+                         fix="give a catalog model name or the path of a config.json")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path.name}: not valid JSON at line {exc.lineno} column "
+                         f"{exc.colno} ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path.name}: cannot be read ({exc})") from None
+    return raw
+
+
+@lru_cache(maxsize=256)
+def _load_path(path: str) -> ModelArch:
+    p = Path(path)
+    stem = p.parent.name if p.name == "config.json" or p.is_dir() else p.stem
+    return arch_from_config(read_config(p), name=stem, origin=p.name)
+
+
+@lru_cache(maxsize=256)
+def _load_catalog_model(name: str) -> ModelArch:
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    entry = load_catalog().models.get(name)
+    raw = read_config(MODELS_DIR / entry.config_file)
+    return arch_from_config(raw, name=entry.name, origin=entry.config_file)
+
+
+def load_model(name_or_path: str, *, base_dir: Path | None = None) -> ModelArch:
+    """A catalog name ('llama-3.1-70b', 'mixtral-8x7b') or a config.json path.
+
+    `base_dir` resolves relative paths (validation CSVs name configs relative to
+    themselves). A name that is neither gets "did you mean" against the catalog.
+    """
+    text = str(name_or_path).strip()
+    if not text:
+        raise InputError("model: empty name", fix="give a catalog model or a config.json path")
+    candidates = [Path(text)] + ([base_dir / text] if base_dir is not None else [])
+    for candidate in candidates:
+        if candidate.is_file() or candidate.is_dir():
+            return _load_path(str(candidate.resolve()))
+    if text.endswith(".json") or "/" in text and not _in_catalog(text):
+        raise InputError(f"model file {text!r} does not exist",
+                         fix="check the path, or give a catalog model name "
+                             "('infraplan catalog models')")
+    try:
+        return _load_catalog_model(text)
+    except UnknownNameError as exc:
+        raise UnknownNameError("model", text, exc.choices,
+                               fix="give a catalog model ('infraplan catalog models') or "
+                                   "the path of a config.json") from None
+
+
+def _in_catalog(name: str) -> bool:
+    from infraplan.catalog import load_catalog
+
+    return name in load_catalog().models

@@ -1,0 +1,110 @@
+"""A transformer decoder described by the few numbers the planner needs.
+
+`ModelArch` is family-neutral: `families.py` turns a Hugging Face `config.json` of any
+supported family into one. Symbols used in comments and papers: h = hidden size,
+L = layers, a = attention heads, k = key/value heads, d = head dim, f = FFN width,
+V = vocabulary, E = routed experts, t = experts per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionSpec:
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # query/key width per head (MLA: nope + rope parts)
+    v_head_dim: int  # value width per head (equal to head_dim except in MLA)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    # Multi-head latent attention (DeepSeek-V2/V3): low-rank q and a shared kv latent.
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int = 0
+    sliding_window: int | None = None
+
+    @property
+    def kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
+        if self.kv_lora_rank is not None:
+            return "mla"
+        if self.num_kv_heads == self.num_heads:
+            return "mha"
+        return "mqa" if self.num_kv_heads == 1 else "gqa"
+
+    @property
+    def q_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of K plus V as the attention kernel reads them (MLA: expanded per head)."""
+        if self.kind == "mla":
+            return self.num_heads * (self.head_dim + self.v_head_dim)
+        return self.num_kv_heads * (self.head_dim + self.v_head_dim)
+
+    @property
+    def out_width(self) -> int:
+        return self.num_heads * self.v_head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MlpSpec:
+    intermediate_size: int
+    gated: bool  # SwiGLU-style: gate and up projections, then down
+    activation: str  # silu | gelu | gelu_tanh | relu2 | relu
+    bias: bool = False
+
+    @property
+    def num_matrices(self) -> int:
+        return 3 if self.gated else 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeSpec:
+    num_experts: int
+    experts_per_token: int
+    expert: MlpSpec  # one routed expert
+    shared: MlpSpec | None = None  # the shared experts fused into one MLP (width = sum)
+    shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(h, 1) on the shared expert
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelArch:
+    name: str
+    family: str
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    norm: Literal["layernorm", "rmsnorm"]
+    norm_bias: bool  # LayerNorm with a bias vector
+    learned_positions: bool  # GPT-2 style absolute position table (else RoPE/none)
+    attention: AttentionSpec
+    mlp: MlpSpec  # the dense FFN (every layer of a dense model, the dense layers of an MoE)
+    moe: MoeSpec | None = None
+    moe_layers: tuple[int, ...] = ()  # indices of the layers whose FFN is the MoE block
+    mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules: reported, not counted
+    hidden_dropout: float = 0.0  # dropout on embeddings and after attention / MLP (GPT-2: 0.1)
+    attention_dropout: float = 0.0  # dropout on the attention probabilities
+    dtype: str = "bf16"  # the checkpoint's dtype from config.json
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None and len(self.moe_layers) > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return len(self.moe_layers)
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    def layer_is_moe(self, index: int) -> bool:
+        return index in self.moe_layers

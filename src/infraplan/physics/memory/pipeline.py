@@ -1,0 +1,34 @@
+"""How many micro-batches' activations a pipeline rank holds at its peak.
+
+1F1B (Narayanan et al. 2021, Sec. 2.2.1): rank r runs p - r - 1 warm-up forwards before its
+first backward, so it holds min(m, p - r) micro-batches of its L/p layers; the first rank
+holds p of them, i.e. the activations of all L layers for one micro-batch (Korthikanti et
+al. 2022, Sec. 4.2.3).
+Interleaved 1F1B with v model chunks per rank (Megatron-LM `schedules.py`): the warm-up is
+(p - r - 1) * 2 + (v - 1) * p chunk-forwards, so rank r holds min(m v, 2 (p - r - 1) +
+(v - 1) p + 1) chunks of L / (p v) layers: L (1 + (p - 1) / (p v)) layers on the first rank,
+the paper's interleaving factor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def inflight_chunks(rank, pp, vp, num_microbatches):
+    """Model chunks (each L/(p v) layers of one micro-batch) held at once by `rank`."""
+    rank, pp, vp, m = (np.asarray(x, dtype=float) for x in (rank, pp, vp, num_microbatches))
+    one_f_one_b = np.minimum(m, pp - rank)
+    interleaved = np.minimum(m * vp, 2 * (pp - rank - 1) + (vp - 1) * pp + 1)
+    return np.where(vp > 1, interleaved, one_f_one_b)
+
+
+def inflight_layer_units(rank, pp, vp, num_microbatches, layers_on_rank):
+    """Layer-micro-batches of activations held at the peak by `rank`."""
+    chunks = inflight_chunks(rank, pp, vp, num_microbatches)
+    return chunks * np.asarray(layers_on_rank, dtype=float) / np.asarray(vp, dtype=float)
+
+
+def inflight_microbatches(rank, pp, num_microbatches):
+    """Micro-batches whose first-stage inputs (token ids) are alive on `rank`."""
+    return np.minimum(np.asarray(num_microbatches, float), np.asarray(pp, float) - rank)

@@ -1,0 +1,121 @@
+"""Units: SI constants and the parsing of human quantities such as "80 GiB" or "3.35 TB/s".
+
+Inside infraplan every quantity is in SI base units (bytes, seconds, FLOP, FLOP/s, bytes/s,
+watts, USD). Decimal prefixes (k, M, G, T, P = 10**3n) and binary prefixes (Ki, Mi, Gi, Ti,
+Pi = 2**10n) are never mixed up: "80 GB" is 80e9 bytes and "80 GiB" is 80 * 2**30 bytes.
+Conversions happen here, once, at the edges (catalog files, CLI flags, reports).
+"""
+
+from __future__ import annotations
+
+import re
+
+from infraplan.errors import InputError
+
+KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
+KiB, MiB, GiB, TiB, PiB = 2**10, 2**20, 2**30, 2**40, 2**50
+BITS_PER_BYTE = 8
+
+_DECIMAL = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "T": TERA, "P": PETA}
+_BINARY = {"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB, "Pi": PiB}
+
+# base unit -> (dimension, factor to the SI base of that dimension)
+_BASE_UNITS: dict[str, tuple[str, float]] = {
+    "B": ("bytes", 1.0),
+    "b": ("bytes", 1.0 / BITS_PER_BYTE),  # bits
+    "B/s": ("bytes_per_s", 1.0),
+    "b/s": ("bytes_per_s", 1.0 / BITS_PER_BYTE),  # "400 Gb/s" network links
+    "bps": ("bytes_per_s", 1.0 / BITS_PER_BYTE),
+    "FLOP/s": ("flops", 1.0),
+    "FLOPS": ("flops", 1.0),
+    "OP/s": ("flops", 1.0),  # integer tensor ops (TOPS) share the FLOP/s dimension
+    "OPS": ("flops", 1.0),
+    "W": ("watts", 1.0),
+    "s": ("seconds", 1.0),
+    "ms": ("seconds", 1e-3),
+    "us": ("seconds", 1e-6),
+    "ns": ("seconds", 1e-9),
+}
+
+_QUANTITY = re.compile(
+    r"^\s*(?P<num>[-+]?\d[\d_,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*"
+    r"(?P<prefix>Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?(?P<unit>[A-Za-z/]+)?\s*$"
+)
+
+
+def parse_quantity(text: str | int | float, dimension: str, *, field: str = "value") -> float:
+    """Parse "80 GiB", "3.35 TB/s", "400 Gb/s", "989.4 TFLOP/s", "700 W", "2 us" into SI.
+
+    A bare number is taken as already being in SI base units. The unit must belong to
+    `dimension` (bytes, bytes_per_s, flops, watts, seconds), otherwise an InputError names
+    the field and the units it accepts.
+    """
+    if isinstance(text, bool):
+        raise InputError(f"{field}: expected a quantity in {dimension}, got {text!r}")
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = _QUANTITY.match(str(text))
+    if not match:
+        raise InputError(
+            f"{field}: cannot read {text!r} as a quantity in {dimension}",
+            fix=f"write a number and a unit, for example {_example(dimension)!r}",
+        )
+    number = float(match["num"].replace("_", "").replace(",", ""))
+    prefix, unit = match["prefix"] or "", match["unit"] or ""
+    if not unit:
+        if prefix:  # "80 G" without a unit is ambiguous
+            raise InputError(f"{field}: {text!r} has a prefix but no unit",
+                             fix=f"write for example {_example(dimension)!r}")
+        return number
+    if unit not in _BASE_UNITS:
+        # "80GB" parses as prefix G + unit B; "80 Gbps" as G + bps. Anything else is unknown.
+        raise InputError(
+            f"{field}: unknown unit {prefix + unit!r} in {text!r}",
+            fix=f"write for example {_example(dimension)!r}",
+        )
+    unit_dimension, factor = _BASE_UNITS[unit]
+    if unit_dimension != dimension:
+        raise InputError(
+            f"{field}: {text!r} is in {unit_dimension}, expected {dimension}",
+            fix=f"write for example {_example(dimension)!r}",
+        )
+    scale = _BINARY[prefix] if prefix in _BINARY else _DECIMAL[prefix]
+    return number * scale * factor
+
+
+def _example(dimension: str) -> str:
+    return {
+        "bytes": "80 GiB",
+        "bytes_per_s": "3.35 TB/s",
+        "flops": "989 TFLOP/s",
+        "watts": "700 W",
+        "seconds": "2 us",
+    }.get(dimension, "1")
+
+
+def format_bytes(n_bytes: float, *, binary: bool = True) -> str:
+    """Human form of a byte count: GiB by default (what nvidia-smi and PyTorch report)."""
+    if binary:
+        units = [(PiB, "PiB"), (TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")]
+    else:
+        units = [(PETA, "PB"), (TERA, "TB"), (GIGA, "GB"), (MEGA, "MB"), (KILO, "kB")]
+    for scale, name in units:
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:,.2f} {name}"
+    return f"{n_bytes:,.0f} B"
+
+
+def format_rate(value: float, unit: str) -> str:
+    """Decimal-prefixed rate, e.g. format_rate(3.35e12, "B/s") -> "3.35 TB/s"."""
+    for scale, name in [(PETA, "P"), (TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")]:
+        if abs(value) >= scale:
+            return f"{value / scale:,.3g} {name}{unit}"
+    return f"{value:,.3g} {unit}"
+
+
+def format_count(n: float) -> str:
+    """Parameter counts the way papers write them: 70.55B, 12.9M."""
+    for scale, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:
+        if abs(n) >= scale:
+            return f"{n / scale:,.2f}{name}"
+    return f"{n:,.0f}"

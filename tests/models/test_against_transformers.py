@@ -1,0 +1,100 @@
+"""Parameter counts and KV-cache sizes against real `transformers` models (random weights,
+small dims, on the CPU). One tiny config per supported family exercises every branch of
+the family's config reader: biases, tied embeddings, MoE layer patterns, MLA."""
+
+from __future__ import annotations
+
+import pytest
+
+from infraplan.models import kv_cache_bytes, param_counts
+from infraplan.models.families import arch_from_config
+from tests.conftest import require
+
+torch = require("torch")
+transformers = require("transformers")
+
+BASE = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=101, max_position_embeddings=128)
+
+TINY = {
+    "llama-gqa": dict(BASE, model_type="llama"),
+    "llama-biases-tied": dict(BASE, model_type="llama", attention_bias=True, mlp_bias=True,
+                              tie_word_embeddings=True),
+    "llama-mqa-headdim": dict(BASE, model_type="llama", num_key_value_heads=1, head_dim=24),
+    "mistral": dict(BASE, model_type="mistral", sliding_window=16),
+    "qwen2": dict(BASE, model_type="qwen2", tie_word_embeddings=True),
+    "qwen3": dict(BASE, model_type="qwen3", head_dim=32),
+    "mixtral": dict(BASE, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": dict(BASE, model_type="qwen2_moe", num_experts=6, num_experts_per_tok=2,
+                      moe_intermediate_size=32, shared_expert_intermediate_size=80,
+                      decoder_sparse_step=1, mlp_only_layers=[1]),
+    "qwen3_moe": dict(BASE, model_type="qwen3_moe", num_experts=6, num_experts_per_tok=2,
+                      moe_intermediate_size=32, decoder_sparse_step=2, head_dim=16),
+    "gpt2": dict(model_type="gpt2", n_embd=64, n_layer=3, n_head=4, vocab_size=101,
+                 n_positions=128),
+    "gpt2-ninner-untied": dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4,
+                               vocab_size=101, n_positions=64, n_inner=80,
+                               tie_word_embeddings=False),
+    "nemotron": dict(BASE, model_type="nemotron", hidden_act="relu2", head_dim=16,
+                     partial_rotary_factor=0.5),
+    "deepseek_v3": dict(BASE, model_type="deepseek_v3", num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24,
+                        kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                        v_head_dim=12, n_routed_experts=8, num_experts_per_tok=2,
+                        moe_intermediate_size=32, n_shared_experts=2, first_k_dense_replace=1,
+                        n_group=2, topk_group=1),
+    "deepseek_v3-no-qlora": dict(BASE, model_type="deepseek_v3", num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=4, q_lora_rank=None,
+                                 kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                                 v_head_dim=16, n_routed_experts=4, num_experts_per_tok=1,
+                                 moe_intermediate_size=20, n_shared_experts=1,
+                                 first_k_dense_replace=0, n_group=1, topk_group=1),
+}
+
+
+def build(config: dict):
+    cfg = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def active_params(model, config) -> int:
+    """Count what one token touches: all parameters, with each MoE layer's routed experts
+    counted as experts_per_token / num_experts of them."""
+    k = config.get("num_experts_per_tok", 1)
+    n = config.get("num_local_experts") or config.get("num_experts") or \
+        config.get("n_routed_experts") or 1
+    total = 0
+    for name, p in model.named_parameters():
+        routed = ".experts." in name or name.endswith(".experts.gate_up_proj") or \
+            name.endswith(".experts.down_proj")
+        total += p.numel() * k // n if routed else p.numel()
+    return total
+
+
+@pytest.mark.parametrize("label", list(TINY))
+def test_parameter_count_matches_transformers(label):
+    config = TINY[label]
+    model = build(config)
+    expected = sum(p.numel() for p in model.parameters())
+    counts = param_counts(arch_from_config(config, name=label, origin=label))
+    assert counts.total == expected
+    assert counts.active == active_params(model, config)
+
+
+@pytest.mark.parametrize("label", ["llama-gqa", "llama-mqa-headdim", "gpt2", "qwen3",
+                                   "nemotron", "deepseek_v3"])
+def test_kv_cache_bytes_match_a_real_cache(label):
+    config = TINY[label]
+    model = build(config).to(torch.bfloat16)
+    seq_len, batch = 13, 2
+    ids = torch.randint(0, config["vocab_size"], (batch, seq_len))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+    real = 0
+    for layer in cache.layers:
+        real += layer.keys.numel() * layer.keys.element_size()
+        real += layer.values.numel() * layer.values.element_size()
+    arch = arch_from_config(config, name=label, origin=label)
+    # MLA: transformers 5, like vLLM and SGLang, caches the compressed latent + RoPE key
+    assert kv_cache_bytes(arch, seq_len, "bf16", batch=batch) == real
