@@ -12,7 +12,8 @@ Each term is in bytes per token of a micro-batch and belongs to one class:
   per_key     also multiplied by the keys each query attends to (eager attention's
               s x s probabilities), sharded by t
 Roles: "core" terms belong to the attention core that selective recompute repeats (paper
-Sec. 4.3); "gemm_input" terms are saved only for the weight gradient of `gemm`, so a
+Sec. 4.3) and "checkpoint_input" terms exist only then, as the recomputed core's inputs;
+"gemm_input" terms are saved only for the weight gradient of `gemm`, so a
 frozen weight (LoRA base) does not keep them.
 
 Kernel profiles: "fused" is Megatron-Core / Transformer Engine style (flash attention
@@ -45,7 +46,7 @@ class Term:
     name: str
     bytes_per_token: float
     scaling: Scaling
-    role: Literal["layer", "core", "gemm_input"] = "layer"
+    role: Literal["layer", "core", "checkpoint_input", "gemm_input"] = "layer"
     gemm: str = ""
 
 
@@ -78,9 +79,16 @@ def _attention(arch: ModelArch, kernels: str, w: Widths) -> list[Term]:
         kv_heads = at.num_heads  # MLA hands the kernel per-head keys and values
     else:
         terms.append(Term("qkv_input", w.gemm_in * h, "replicated", "gemm_input", "qkv"))
-        kv_heads = at.num_kv_heads if kernels == "fused" else at.num_heads
-    terms += [Term("q", w.act * at.num_heads * at.head_dim, "tensor"),
-              Term("k_v", w.act * kv_heads * (at.head_dim + at.v_head_dim), "tensor")]
+        kv_heads = at.num_kv_heads
+    kv_width = at.head_dim + at.v_head_dim
+    terms.append(Term("q", w.act * at.num_heads * at.head_dim, "tensor"))
+    if kernels == "eager" and kv_heads < at.num_heads:
+        # Eager GQA repeats K and V to every head inside the attention core: the core's
+        # matmuls save the repeated copies; selective recompute keeps the unrepeated ones.
+        terms += [Term("k_v_repeated", w.act * at.num_heads * kv_width, "tensor", "core"),
+                  Term("k_v", w.act * kv_heads * kv_width, "tensor", "checkpoint_input")]
+    else:
+        terms.append(Term("k_v", w.act * kv_heads * kv_width, "tensor"))
     if kernels == "fused":
         # flash attention keeps its output (also the out-projection's input) and the
         # per-head log-sum-exp (Dao 2023, FlashAttention-2, Alg. 1-2)

@@ -23,19 +23,26 @@ from infraplan.models.params import param_counts
 @dataclass(frozen=True, slots=True)
 class Optimizer:
     name: str
-    state_bytes_per_param: float  # everything the optimizer holds, master weights included
+    moment_bytes_per_param: float  # m, v (or momentum) and their scales
+    keeps_master_weights: bool  # an fp32 copy when the model trains in 16 or 8 bits
     citation: str
+
+    def state_bytes_per_param(self, precision: str) -> float:
+        """K of the ZeRO paper: 12 for mixed-precision Adam, 8 for plain fp32 Adam (the
+        weights are their own master copy)."""
+        master = 4.0 if self.keeps_master_weights and precision != "fp32" else 0.0
+        return master + self.moment_bytes_per_param
 
 
 # 8-bit Adam: m and v in int8 with one fp32 absmax per block of 2048 values (Dettmers et al.
-# 2022, "8-bit Optimizers via Block-wise Quantization", Sec. 2), plus fp32 master weights.
+# 2022, "8-bit Optimizers via Block-wise Quantization", Sec. 2).
 _BLOCKWISE_SCALE_BYTES = 2 * 4 / 2048
 OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
-    Optimizer("adamw", 12.0, "ZeRO Sec. 3.1: fp32 master weights + m + v (K = 12)"),
-    Optimizer("adamw-bf16", 4.0, "pure bf16 training: m and v in bf16, no master copy"),
-    Optimizer("adamw-8bit", 4.0 + 2.0 + _BLOCKWISE_SCALE_BYTES,
-              "bitsandbytes 8-bit Adam: fp32 master + int8 m, v + block-wise fp32 scales"),
-    Optimizer("sgd-momentum", 8.0, "fp32 master weights + fp32 momentum"),
+    Optimizer("adamw", 8.0, True, "ZeRO Sec. 3.1: fp32 master weights + fp32 m + v (K = 12)"),
+    Optimizer("adamw-bf16", 4.0, False, "pure bf16 training: m and v in bf16, no master copy"),
+    Optimizer("adamw-8bit", 2.0 + _BLOCKWISE_SCALE_BYTES, True,
+              "bitsandbytes 8-bit Adam: int8 m, v with block-wise fp32 scales, fp32 master"),
+    Optimizer("sgd-momentum", 4.0, True, "fp32 momentum (+ fp32 master weights)"),
 )}
 
 
@@ -70,6 +77,7 @@ class StageParams:
     replicated: np.ndarray  # norms, routers, learned positions: whole on every TP rank
     experts: np.ndarray  # routed experts: sharded by TP (ETP = TP) and by EP
     gemm: np.ndarray  # parameters of GEMM weights (what fp8 and NF4 apply to)
+    vocab: np.ndarray  # embedding and LM-head parameters (part of tensor_sharded and gemm)
     layers: np.ndarray  # decoder layers on the stage
     moe_layers: np.ndarray
     max_layer_dense: float  # largest layer's non-expert parameters (ZeRO-3 buffers)
@@ -105,17 +113,16 @@ def stage_params(arch: ModelArch, pp: int, vp: int = 1) -> StageParams:
     gemm = tensor + experts
     # Embedding on the first stage; LM head (a copy of the tied embedding when the two
     # ends sit on different stages, as Megatron-LM does) and final norm on the last.
-    vocab = counts.embedding
-    tensor[0] += vocab
-    gemm[0] += vocab
+    vocab = np.zeros(pp)
+    vocab[0] += counts.embedding
     replicated[0] += counts.position_embedding
-    head = counts.lm_head if (counts.lm_head or pp == 1) else vocab
-    tensor[-1] += head
-    gemm[-1] += head
+    vocab[-1] += counts.lm_head if (counts.lm_head or pp == 1) else counts.embedding
+    tensor += vocab
+    gemm += vocab
     replicated[-1] += counts.final_norm
     moe = np.array([sum(arch.layer_is_moe(i) for i in idx) for idx in ranks], dtype=float)
     return StageParams(
-        tensor_sharded=tensor, replicated=replicated, experts=experts, gemm=gemm,
+        tensor_sharded=tensor, replicated=replicated, experts=experts, gemm=gemm, vocab=vocab,
         layers=np.array([len(idx) for idx in ranks], dtype=float), moe_layers=moe,
         max_layer_dense=float(max(p.dense for p in layers)),
         max_layer_experts=float(max(p.routed_experts for p in layers)))
@@ -187,4 +194,5 @@ def state_bytes(precision: str, grad_dtype: str | None, optimizer_name: str) -> 
     """(weight, gradient, optimizer) bytes per trainable parameter."""
     grad = dtype_bytes(grad_dtype or ("fp32" if precision == "fp32" else "bf16"),
                        field="grad_dtype")
-    return weight_bytes_per_param(precision), grad, optimizer(optimizer_name).state_bytes_per_param
+    return (weight_bytes_per_param(precision), grad,
+            optimizer(optimizer_name).state_bytes_per_param(precision))

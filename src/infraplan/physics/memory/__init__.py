@@ -1,0 +1,1 @@
+"""Memory accounting: model states, activations, pipeline in-flight micro-batches, overheads."""

@@ -1,0 +1,236 @@
+"""Training memory per accelerator, vectorised over parallel plans.
+
+`training_memory_arrays` takes NumPy arrays of plan knobs (tp, pp, dp, cp, ep, zero, vp,
+sequence parallel, micro-batch, micro-batches per step, recompute) that broadcast together
+and returns arrays of bytes per accelerator. For each plan the worst pipeline rank counts:
+the first one (embedding, most micro-batches in flight), the last one (LM head, loss
+logits), or the one holding the most parameters (MoE layers bunched mid-model).
+
+Model states (ZeRO paper, Sec. 5): stage 1 shards optimizer states, 2 also gradients, 3 also
+weights, over the data-parallel group (with context parallelism: DP x CP, as Megatron's
+distributed optimizer and torchtitan's FSDP mesh do); routed experts over the
+expert-data-parallel group DP x CP / EP. Tensor parallelism divides the layer matrices and
+the vocabulary (Shoeybi et al. 2019); norms and routers are replicated. Expert tensor
+parallelism equals TP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from infraplan.catalog import load_catalog
+from infraplan.models.arch import ModelArch
+from infraplan.physics.memory import activations as act
+from infraplan.physics.memory.pipeline import inflight_layer_units, inflight_microbatches
+from infraplan.physics.memory.states import (FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
+                                             NF4_BYTES_PER_PARAM, lora_params_per_layer,
+                                             lora_targets, stage_params, state_bytes)
+
+RECOMPUTE = ("none", "selective", "full")
+FINETUNE = ("full", "lora", "qlora")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryOptions:
+    """Knobs shared by every plan of one evaluation."""
+
+    seq_len: int
+    precision: str = "bf16"  # bf16 | fp16 | fp8 | fp32
+    grad_dtype: str | None = None  # None: the training dtype (ZeRO accounting); "fp32": Megatron
+    optimizer: str = "adamw"
+    kernels: str = "fused"  # fused (flash attention, fused norms/SwiGLU) | eager
+    finetune: str = "full"  # full | lora | qlora
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("all-linear",)
+
+
+def overhead_constant(name: str) -> float:
+    return load_catalog().memory_overheads.get(name).value
+
+
+@dataclass(frozen=True)
+class _LayerBytes:
+    """Per-token bytes of one layer kind by scaling class, for each recompute mode."""
+
+    replicated: np.ndarray  # shape (3,): none, selective, full
+    tensor: np.ndarray
+    per_key: np.ndarray
+
+
+def _trainable_gemm(term: act.Term, targets: frozenset[str] | None) -> bool:
+    if term.role != "gemm_input" or targets is None:
+        return True
+    wanted = {"qkv": {"q", "k", "v"}, "q": {"q"}, "k": {"k", "v"}, "o": {"o"},
+              "up": {"up", "gate"}, "down": {"down"}, "lm_head": set()}[term.gemm]
+    return bool(wanted & targets)
+
+
+def _sum_by_scaling(terms, targets, drop_core: bool) -> np.ndarray:
+    out = {"replicated": 0.0, "tensor": 0.0, "per_key": 0.0}
+    for t in terms:
+        kept = t.role != ("core" if drop_core else "checkpoint_input")
+        if kept and _trainable_gemm(t, targets):
+            out[t.scaling] += t.bytes_per_token
+    return np.array([out["replicated"], out["tensor"], out["per_key"]])
+
+
+@lru_cache(maxsize=256)
+def _layer_bytes(arch: ModelArch, options: MemoryOptions, moe_layer: bool) -> _LayerBytes:
+    widths = _widths(options)
+    terms = act.layer_terms(arch, kernels=options.kernels, moe_layer=moe_layer, widths=widths)
+    targets = _targets(options)
+    full_input = act.layer_input_bytes(arch, widths)
+    none = _sum_by_scaling(terms, targets, drop_core=False)
+    selective = _sum_by_scaling(terms, targets, drop_core=True)
+    full = np.array([full_input, 0.0, 0.0])
+    stacked = np.stack([none, selective, full])  # (mode, class)
+    return _LayerBytes(*stacked.T)
+
+
+def _widths(options: MemoryOptions) -> act.Widths:
+    a = 4.0 if options.precision == "fp32" else 2.0
+    # Transformer Engine saves fp8 copies of GEMM inputs for the weight gradient.
+    return act.Widths(act=a, gemm_in=1.0 if options.precision == "fp8" else a)
+
+
+def _targets(options: MemoryOptions) -> frozenset[str] | None:
+    return None if options.finetune == "full" else lora_targets(options.lora_targets)
+
+
+def _edge_bytes(arch: ModelArch, options: MemoryOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(replicated, tensor) bytes per token of the first-stage and last-stage extras."""
+    widths, targets = _widths(options), _targets(options)
+    first = _sum_by_scaling(act.embedding_terms(arch, widths), targets, False)
+    last = _sum_by_scaling(act.output_terms(arch, widths), targets, False)
+    return first, last
+
+
+def _candidate_ranks(pp: int, vp: int, arch: ModelArch) -> list[int]:
+    sp = stage_params(arch, pp, vp)
+    heaviest = int(np.argmax(sp.tensor_sharded + sp.experts))
+    return sorted({0, pp - 1, heaviest})
+
+
+def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, dp, cp, ep,
+                           zero, vp, sequence_parallel, micro_batch, num_microbatches,
+                           recompute) -> dict[str, np.ndarray]:
+    """Bytes per accelerator at the worst pipeline rank, one entry per plan.
+
+    `recompute` holds indices into RECOMPUTE. Returns weights, gradients, optimizer,
+    activations, overhead and total bytes, the rank, parameters per accelerator, and the
+    overhead's parts as "overhead.<name>".
+    """
+    arrays = np.broadcast_arrays(*(np.asarray(x) for x in (
+        tp, pp, dp, cp, ep, zero, vp, sequence_parallel, micro_batch, num_microbatches,
+        recompute)))
+    tp, pp, dp, cp, ep, zero, vp, sp, mb, m, rc = (a.astype(float) for a in arrays)
+    shape = tp.shape
+    best: dict[str, np.ndarray] = {"total": np.full(shape, -np.inf)}
+    pairs = {(int(p), int(v)) for p, v in zip(pp.ravel(), vp.ravel())}
+    for p_val, v_val in sorted(pairs):
+        sel = (pp == p_val) & (vp == v_val)
+        sub = {name: arr[sel] for name, arr in dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero,
+                                                      sp=sp, mb=mb, m=m, rc=rc).items()}
+        for rank in _candidate_ranks(p_val, v_val, arch):
+            parts = _rank_memory(arch, options, p_val, v_val, rank, **sub)
+            better = parts["total"] > best["total"][sel]
+            for k, value in parts.items():
+                current = best.setdefault(k, np.zeros(shape))[sel]
+                best[k][sel] = np.where(better, value, current)
+    return best
+
+
+def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc):
+    stages = stage_params(arch, pp, vp)
+    wb, gb, k_opt = state_bytes(options.precision, options.grad_dtype, options.optimizer)
+    shard_dense = dp * cp
+    shard_expert = np.maximum(dp * cp / ep, 1.0)
+    dense = stages.tensor_sharded[rank] / tp + stages.replicated[rank]
+    experts = stages.experts[rank] / (tp * ep)
+    gemm_share = (stages.gemm[rank] - stages.experts[rank]) / tp + experts
+
+    def sharded(value_dense, value_expert, from_stage):
+        on = zero >= from_stage
+        return (value_dense / np.where(on, shard_dense, 1.0)
+                + value_expert / np.where(on, shard_expert, 1.0))
+
+    if options.finetune == "full":
+        trainable = dense + experts
+        weights = sharded(dense * wb, experts * wb, 3)
+        if options.precision == "fp8":
+            weights = weights + sharded(gemm_share * FP8_WEIGHT_CACHE_BYTES_PER_PARAM, 0.0, 3)
+        gradients = sharded(dense * gb, experts * gb, 2)
+        optimizer = sharded(dense * k_opt, experts * k_opt, 1)
+    else:
+        targets = lora_targets(options.lora_targets)
+        n_moe = stages.moe_layers[rank]
+        n_dense = stages.layers[rank] - n_moe
+        lora = (n_dense * lora_params_per_layer(arch, targets, options.lora_rank, False)
+                + n_moe * lora_params_per_layer(arch, targets, options.lora_rank, True)) / tp
+        trainable = lora
+        # QLoRA quantises the decoder layers' GEMM weights; embeddings, LM head and norms
+        # stay 16-bit (Dettmers et al. 2023, Sec. 3).
+        layer_gemm = gemm_share - stages.vocab[rank] / tp
+        base_bpp = NF4_BYTES_PER_PARAM if options.finetune == "qlora" else wb
+        base = layer_gemm * base_bpp + (dense + experts - layer_gemm) * wb
+        weights = sharded(base, 0.0, 3) + sharded(lora * wb, 0.0, 3)
+        gradients = sharded(lora * gb, 0.0, 2)
+        optimizer = sharded(lora * k_opt, 0.0, 1)
+
+    # FSDP / ZeRO-3 gather the full parameters of the current and the prefetched layer.
+    gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * wb * (
+        stages.max_layer_dense / tp + stages.max_layer_experts / (tp * ep)), 0.0)
+    activations, loss_transient = _activations(arch, options, stages, pp, vp, rank, tp=tp,
+                                               cp=cp, sp=sp, mb=mb, m=m, rc=rc)
+    gpus = tp * pp * dp * cp
+    overheads = {
+        "cuda_context": np.full_like(activations, overhead_constant("cuda-context")),
+        "communication_buffers": np.where(gpus > 1,
+                                          overhead_constant("communication-buffers"), 0.0),
+        "loss_logits_transient": loss_transient,
+        "zero3_gathered_layers": gathered,
+        "allocator_fragmentation": overhead_constant("allocator-fragmentation")
+        * (activations + loss_transient + gathered),
+    }
+    overhead = sum(overheads.values())
+    total = weights + gradients + optimizer + activations + overhead
+    return dict(weights=weights, gradients=gradients, optimizer=optimizer,
+                activations=activations, overhead=overhead, total=total,
+                rank=np.full_like(total, rank), params_per_gpu=dense + experts,
+                trainable_per_gpu=trainable, **{f"overhead.{k}": v for k, v in overheads.items()})
+
+
+def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc):
+    """Saved activations on `rank` and the loss's transient logits on the last rank."""
+    tokens = mb * options.seq_len / cp  # tokens of one micro-batch on this accelerator
+    keys = float(options.seq_len)  # eager attention scores every key of the sequence
+    rep_div = np.where(sp > 0, tp, 1.0)
+    mode = rc.astype(int)
+
+    def per_token(lb: _LayerBytes):
+        return (lb.replicated[mode] / rep_div + lb.tensor[mode] / tp
+                + lb.per_key[mode] * keys / tp)
+
+    n_layers = stages.layers[rank]
+    n_moe = stages.moe_layers[rank]
+    dense_b = per_token(_layer_bytes(arch, options, False))
+    layer_b = dense_b if n_moe == 0 else (
+        (n_layers - n_moe) * dense_b + n_moe * per_token(_layer_bytes(arch, options, True))
+    ) / max(n_layers, 1.0)
+    units = inflight_layer_units(rank, pp, vp, m, n_layers)
+    total = tokens * layer_b * units
+    first, last = _edge_bytes(arch, options)
+    if rank == 0:
+        total = total + tokens * inflight_microbatches(rank, pp, m) * (
+            first[0] / rep_div + first[1] / tp)
+    loss_transient = np.zeros_like(total)
+    if rank == pp - 1:
+        total = total + tokens * (last[0] / rep_div + last[1] / tp)
+        # While the loss runs, the 16-bit logits and the fp32 gradient of the logits live
+        # beside the saved fp32 softmax: (act + 4) V / t bytes per token, for one micro-batch.
+        loss_transient = tokens * (_widths(options).act + act.FP32_BYTES) * \
+            arch.vocab_size / tp
+    return total, loss_transient

@@ -1,0 +1,130 @@
+"""A parallel training plan and the checks that tell whether it can run at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infraplan.errors import PlanError
+from infraplan.models.arch import ModelArch
+from infraplan.physics.memory.training import RECOMPUTE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelPlan:
+    """How one training step is split over `num_gpus` accelerators.
+
+    tp: tensor parallel (Megatron-LM), pp: pipeline stages, dp: data-parallel replicas,
+    cp: context parallel (ring attention over the sequence), ep: expert parallel (carved
+    out of DP x CP), vp: virtual pipeline stages per rank (interleaved 1F1B), zero: ZeRO
+    stage / FSDP (3 = full shard), micro_batch: sequences per micro-batch.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1
+    zero: int = 0
+    sequence_parallel: bool = False
+    micro_batch: int = 1
+    recompute: str = "none"
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def describe(self) -> str:
+        parts = [f"TP={self.tp}", f"PP={self.pp}" + (f"x{self.vp}" if self.vp > 1 else ""),
+                 f"DP={self.dp}"]
+        parts += [f"CP={self.cp}"] if self.cp > 1 else []
+        parts += [f"EP={self.ep}"] if self.ep > 1 else []
+        parts += [f"ZeRO-{self.zero}", f"mb={self.micro_batch}", f"recompute={self.recompute}"]
+        parts += ["SP"] if self.sequence_parallel and self.tp > 1 else []
+        return " ".join(parts)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _show(values: list[int]) -> str:
+    return ", ".join(map(str, values[:16])) + (", ..." if len(values) > 16 else "")
+
+
+def resolve_dp(num_gpus: int, tp: int, pp: int, cp: int, dp: int | None) -> int:
+    """DP from the GPU count when not given; a mismatch names every degree."""
+    model_parallel = tp * pp * cp
+    if dp is None:
+        if num_gpus % model_parallel:
+            raise PlanError(f"num_gpus={num_gpus} is not a multiple of tp*pp*cp = "
+                            f"{tp}*{pp}*{cp} = {model_parallel}",
+                            fix=f"use a GPU count that is a multiple of {model_parallel}")
+        return num_gpus // model_parallel
+    if model_parallel * dp != num_gpus:
+        raise PlanError(f"tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {model_parallel * dp} but "
+                        f"num_gpus={num_gpus}",
+                        fix="make the degrees multiply to the GPU count, or leave --dp out")
+    return dp
+
+
+def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
+               global_batch: int | None = None, kernels: str = "fused") -> int:
+    """Raise PlanError for a plan that cannot run; return micro-batches per step."""
+    at = arch.attention
+    for name in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch"):
+        if getattr(plan, name) < 1:
+            raise PlanError(f"{name} must be >= 1, got {getattr(plan, name)}")
+    if plan.zero not in (0, 1, 2, 3):
+        raise PlanError(f"zero must be 0, 1, 2 or 3, got {plan.zero}")
+    if plan.recompute not in RECOMPUTE:
+        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got "
+                        f"{plan.recompute!r}")
+    if at.num_heads % plan.tp:
+        raise PlanError(f"tp={plan.tp} does not divide the {at.num_heads} attention heads of "
+                        f"{arch.name}", fix=f"use tp in {_show(divisors(at.num_heads))}")
+    kv = at.num_kv_heads
+    if at.kind != "mla" and kv % plan.tp and plan.tp % kv:
+        raise PlanError(f"tp={plan.tp} neither divides nor is a multiple of the {kv} KV "
+                        f"heads of {arch.name}", fix="use a tp that divides the KV heads, or "
+                        "a multiple of them (KV heads are then replicated)")
+    widths = [("intermediate_size", arch.mlp.intermediate_size)] if arch.num_dense_layers else []
+    if arch.moe:
+        widths.append(("moe_intermediate_size", arch.moe.expert.intermediate_size))
+    for label, width in widths:
+        if width % plan.tp:
+            raise PlanError(f"tp={plan.tp} does not divide {label}={width} of {arch.name}",
+                            fix=f"use tp in {_show(divisors(width))}")
+    if plan.pp > arch.num_layers:
+        raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}")
+    if plan.vp > 1:
+        if plan.pp == 1:
+            raise PlanError("vp (virtual pipeline stages) > 1 needs pp > 1")
+        if arch.num_layers % (plan.pp * plan.vp):
+            raise PlanError(f"pp*vp = {plan.pp * plan.vp} must divide the {arch.num_layers} "
+                            f"layers for the interleaved schedule",
+                            fix=f"use pp*vp in {_show(divisors(arch.num_layers))}")
+    if plan.cp > 1:
+        if seq_len % (2 * plan.cp):
+            raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {2 * plan.cp} "
+                            "(load-balanced ring attention splits it in 2*cp chunks)")
+        if kernels == "eager":
+            raise PlanError("context parallelism needs fused (flash) attention kernels",
+                            fix="use kernels=fused or cp=1")
+    if plan.ep > 1:
+        if not arch.is_moe:
+            raise PlanError(f"ep={plan.ep} but {arch.name} has no experts", fix="use ep=1")
+        if arch.moe.num_experts % plan.ep:
+            raise PlanError(f"ep={plan.ep} does not divide the {arch.moe.num_experts} experts",
+                            fix=f"use ep in {_show(divisors(arch.moe.num_experts))}")
+        if (plan.dp * plan.cp) % plan.ep:
+            raise PlanError(f"ep={plan.ep} must divide dp*cp = {plan.dp * plan.cp} (experts "
+                            "are spread over data-parallel ranks)")
+    if global_batch is None:
+        return plan.pp  # enough micro-batches to fill the pipeline
+    per_step = plan.dp * plan.micro_batch
+    if global_batch < 1 or global_batch % per_step:
+        raise PlanError(f"global_batch={global_batch} is not a multiple of dp*micro_batch = "
+                        f"{plan.dp}*{plan.micro_batch} = {per_step}",
+                        fix="change global_batch, micro_batch or dp")
+    return global_batch // per_step

@@ -1,0 +1,110 @@
+"""The analytical model against real PyTorch decoders on the CPU (random weights, small
+dims): parameters, gradient and AdamW state bytes, training FLOPs, saved activations."""
+
+from __future__ import annotations
+
+import pytest
+
+from infraplan.models import param_counts, training_flops_per_sequence
+from infraplan.models.families import arch_from_config
+from infraplan.physics.memory.training import MemoryOptions
+from infraplan.training.memory import training_memory
+from infraplan.training.plan import ParallelPlan
+from tests.conftest import require
+
+torch = require("torch")
+from tests.torch_models import Decoder, saved_activation_bytes  # noqa: E402
+
+GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=3, n_head=4, n_inner=256, vocab_size=97,
+            n_positions=64, resid_pdrop=0.0, attn_pdrop=0.0)
+LLAMA = dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, vocab_size=97,
+             max_position_embeddings=64)
+BATCH, SEQ = 2, 32
+
+
+def arch_of(cfg, dropout=0.0):
+    cfg = dict(cfg)
+    if cfg["model_type"] == "gpt2":
+        cfg.update(resid_pdrop=dropout, attn_pdrop=dropout)
+    else:
+        cfg.update(attention_dropout=dropout)
+    return arch_from_config(cfg, name=cfg["model_type"], origin="test")
+
+
+def build(cfg, dtype=torch.float32, **kwargs):
+    torch.manual_seed(0)
+    return Decoder(cfg, **kwargs).to(dtype).train()
+
+
+def batch(cfg):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, cfg["vocab_size"], (BATCH, SEQ), generator=g)
+    return ids, torch.roll(ids, -1, dims=1)
+
+
+@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_parameter_count_is_exact(cfg, fused):
+    model = build(cfg, fused=fused)
+    assert sum(p.numel() for p in model.parameters()) == param_counts(arch_of(cfg)).total
+
+
+@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("dtype, precision, optimizer", [
+    ("float32", "fp32", "adamw"), ("bfloat16", "bf16", "adamw-bf16")])
+def test_gradient_and_adamw_state_bytes_after_one_step(cfg, dtype, precision, optimizer):
+    """Plain fp32 AdamW: 4 B of gradient and 8 B of m + v per parameter; pure bf16: 2 + 4."""
+    model = build(cfg, getattr(torch, dtype))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(*batch(cfg)).backward()
+    opt.step()
+    grads = sum(p.grad.nbytes for p in model.parameters())
+    moments = sum(s[k].nbytes for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    report = training_memory(arch_of(cfg), "cpu-server", ParallelPlan(),
+                             MemoryOptions(seq_len=SEQ, precision=precision,
+                                           optimizer=optimizer))
+    assert report.gradients_bytes == grads
+    assert report.optimizer_bytes == moments
+    assert report.weights_bytes == sum(p.nbytes for p in model.parameters())
+
+
+@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_training_step_flops_within_2_percent(cfg, recompute):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build(cfg, attention="eager", recompute=recompute)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(*batch(cfg)).backward()
+    # explicit matmuls score every key (masked afterwards): causal=False
+    flops = training_flops_per_sequence(arch_of(cfg), SEQ, recompute=recompute, causal=False)
+    predicted = BATCH * flops.hardware
+    assert predicted == pytest.approx(counter.get_total_flops(), rel=0.02)
+
+
+CASES = [  # (config, attention, fused kernels, dropout, infraplan kernel profile)
+    ("gpt2-eager-dropout", GPT2, "eager", False, 0.1, "eager"),
+    ("gpt2-sdpa", GPT2, "sdpa", False, 0.0, "fused"),
+    ("llama-eager", LLAMA, "eager", False, 0.0, "eager"),
+    ("llama-fused", LLAMA, "sdpa", True, 0.0, "fused"),
+]
+
+
+@pytest.mark.parametrize("label, cfg, attention, fused, dropout, kernels", CASES,
+                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_saved_activation_bytes_match(label, cfg, attention, fused, dropout,
+                                                  kernels, recompute, dtype):
+    model = build(cfg, getattr(torch, dtype), attention=attention, fused=fused,
+                  dropout=dropout, recompute=recompute)
+    measured, _ = saved_activation_bytes(model, *batch(cfg))
+    report = training_memory(
+        arch_of(cfg, dropout), "cpu-server", ParallelPlan(micro_batch=BATCH,
+                                                          recompute=recompute),
+        MemoryOptions(seq_len=SEQ, precision="fp32" if dtype == "float32" else "bf16",
+                      kernels=kernels))
+    # The issue sets 5%; the model is within 0.8% on every case, so hold it to 2%.
+    assert report.activations_bytes == pytest.approx(measured, rel=0.02)
