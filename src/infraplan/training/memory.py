@@ -41,6 +41,7 @@ class MemoryReport:
     num_microbatches: int
     overhead_parts: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = field(default=())
+    arch: ModelArch | None = field(default=None, repr=False, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -133,6 +134,78 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
         optimizer_bytes=value["optimizer"], activations_bytes=value["activations"],
         overhead_bytes=value["overhead"], total_bytes=value["total"],
         capacity_bytes=accelerator.memory_bytes, pipeline_rank=int(value["rank"]),
-        num_microbatches=m, notes=tuple(notes),
+        num_microbatches=m, notes=tuple(notes), arch=arch,
         overhead_parts={k.split(".", 1)[1]: v for k, v in value.items()
                         if k.startswith("overhead.")})
+
+
+def memory_for_scenario(scenario) -> MemoryReport:
+    """The memory report of a `workloads.MemoryScenario`."""
+    from infraplan.training.plan import resolve_dp
+
+    par, job, ft = scenario.parallelism, scenario.training, scenario.finetune
+    dp = resolve_dp(scenario.hardware.num_gpus, par.tp, par.pp, par.cp, par.dp)
+    plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, vp=par.vp,
+                        zero=par.zero, sequence_parallel=par.sequence_parallel,
+                        micro_batch=par.micro_batch, recompute=par.recompute)
+    options = MemoryOptions(seq_len=job.seq_len, precision=job.precision,
+                            grad_dtype=job.grad_dtype, optimizer=job.optimizer,
+                            kernels=job.kernels, finetune=ft.method, lora_rank=ft.lora_rank,
+                            lora_targets=tuple(ft.lora_targets))
+    return training_memory(scenario.model, scenario.hardware.gpu, plan, options,
+                           global_batch=job.global_batch)
+
+
+def suggest_fixes(report: MemoryReport, *, limit: int = 4) -> list[tuple[str, MemoryReport]]:
+    """Single-knob changes that make a plan that does not fit, fit (cheapest first)."""
+    from dataclasses import replace
+
+    plan, options = report.plan, report.options
+    tries: list[tuple[str, ParallelPlan, MemoryOptions]] = []
+    if plan.recompute != "full":
+        tries.append(("--recompute full", replace(plan, recompute="full"), options))
+    if plan.zero < 3:
+        tries.append((f"--zero {plan.zero + 1}", replace(plan, zero=plan.zero + 1), options))
+    if plan.tp > 1 and not plan.sequence_parallel:
+        tries.append(("--sequence-parallel", replace(plan, sequence_parallel=True), options))
+    if plan.micro_batch > 1:
+        tries.append(("--micro-batch 1", replace(plan, micro_batch=1), options))
+    for name in ("tp", "pp"):
+        value = getattr(plan, name) * 2
+        if plan.dp % 2 == 0:
+            changed = replace(plan, **{name: value, "dp": plan.dp // 2})
+            tries.append((f"--{name} {value}", changed, options))
+    if options.finetune == "lora":
+        tries.append(("--finetune qlora", plan, replace(options, finetune="qlora")))
+    if options.optimizer == "adamw":
+        tries.append(("--optimizer adamw-8bit", plan, replace(options, optimizer="adamw-8bit")))
+    global_batch = report.num_microbatches * plan.dp * plan.micro_batch
+    fixes = []
+    for label, new_plan, new_options in tries:
+        try:
+            candidate = training_memory(report.arch or report.model, report.accelerator,
+                                        new_plan, new_options, global_batch=global_batch)
+        except InputError:
+            continue
+        if candidate.fits:
+            fixes.append((label, candidate))
+    fixes.sort(key=lambda item: item[1].total_bytes)
+    return fixes[:limit]
+
+
+def min_gpus_for_states(report: MemoryReport) -> int:
+    """A floor on the accelerator count: the model states (weights, gradients, optimizer)
+    sharded perfectly over N accelerators, with no activations, must fit beside the fixed
+    overheads. Plans below it cannot fit whatever the parallelism."""
+    from infraplan.physics.memory.states import state_bytes
+    from infraplan.physics.memory.training import overhead_constant
+
+    options = report.options
+    wb, gb, k = state_bytes(options.precision, options.grad_dtype, options.optimizer)
+    if options.finetune == "full":
+        states = report.params_total * (wb + gb + k)
+    else:  # frozen base weights dominate; the adapters are small
+        states = report.params_total * (0.5 if options.finetune == "qlora" else wb)
+    usable = report.capacity_bytes - overhead_constant("cuda-context") - overhead_constant(
+        "communication-buffers")
+    return max(1, int(-(-states // usable)))

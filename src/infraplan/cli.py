@@ -1,0 +1,169 @@
+"""The `infraplan` command: parse, call the library, print. Bad input: one line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from infraplan.errors import InputError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump, exit 2
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _add_memory(sub) -> None:
+    p = sub.add_parser("memory", help="will a training / fine-tuning job fit? memory per GPU",
+                       description="Memory per accelerator of one training or fine-tuning "
+                                   "plan, and whether it fits. Flags override the scenario.")
+    p.add_argument("scenario", nargs="?", help="scenario YAML (see examples/)")
+    p.add_argument("--model", help="catalog model ('llama-3.1-70b') or config.json path")
+    p.add_argument("--gpu", help="accelerator name or alias ('h100', 'a100-sxm4-80gb')")
+    p.add_argument("--num-gpus", type=_positive_int, help="accelerators in the job (1)")
+    for name, text in [("tp", "tensor parallel"), ("pp", "pipeline stages"),
+                       ("dp", "data parallel (default: num-gpus / (tp*pp*cp))"),
+                       ("cp", "context parallel"), ("ep", "expert parallel"),
+                       ("vp", "virtual pipeline stages per rank (interleaved 1F1B)")]:
+        p.add_argument(f"--{name}", type=_positive_int, help=text)
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP)")
+    p.add_argument("--recompute", choices=["none", "selective", "full"])
+    p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument("--micro-batch", type=_positive_int, help="sequences per micro-batch")
+    p.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step")
+    p.add_argument("--seq-len", type=_positive_int, help="tokens per sequence (4096)")
+    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp32"])
+    p.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"],
+                   help="fp32 = Megatron-LM main grads (default: the training dtype)")
+    p.add_argument("--optimizer", choices=["adamw", "adamw-bf16", "adamw-8bit",
+                                           "sgd-momentum"])
+    p.add_argument("--kernels", choices=["fused", "eager"],
+                   help="fused: flash attention and fused norms (default); eager: plain "
+                        "PyTorch ops with the s x s attention scores")
+    p.add_argument("--finetune", choices=["full", "lora", "qlora"])
+    p.add_argument("--lora-rank", type=_positive_int)
+    p.add_argument("--lora-targets", help="comma list: all-linear, attention, mlp, q_proj,...")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=_run_memory)
+
+
+def _memory_overrides(args) -> dict:
+    targets = args.lora_targets.split(",") if args.lora_targets else None
+    return {
+        "model": args.model, "hardware.gpu": args.gpu, "hardware.num_gpus": args.num_gpus,
+        "parallelism.tp": args.tp, "parallelism.pp": args.pp, "parallelism.dp": args.dp,
+        "parallelism.cp": args.cp, "parallelism.ep": args.ep, "parallelism.vp": args.vp,
+        "parallelism.zero": args.zero, "parallelism.recompute": args.recompute,
+        "parallelism.sequence_parallel": args.sequence_parallel,
+        "parallelism.micro_batch": args.micro_batch,
+        "training.global_batch": args.global_batch, "training.seq_len": args.seq_len,
+        "training.precision": args.precision, "training.grad_dtype": args.grad_dtype,
+        "training.optimizer": args.optimizer, "training.kernels": args.kernels,
+        "finetune.method": args.finetune, "finetune.lora_rank": args.lora_rank,
+        "finetune.lora_targets": targets,
+    }
+
+
+def _run_memory(args) -> int:
+    from infraplan.report.terminal import memory_report
+    from infraplan.training.memory import (memory_for_scenario, min_gpus_for_states,
+                                           suggest_fixes)
+    from infraplan.workloads import MemoryScenario, apply_overrides, load_scenario, parse_spec
+
+    overrides = _memory_overrides(args)
+    if args.scenario:
+        scenario = load_scenario(args.scenario, MemoryScenario, overrides)
+    else:
+        for flag in ("model", "gpu"):
+            if getattr(args, flag) is None:
+                raise InputError(f"--{flag} is required without a scenario file",
+                                 fix=f"pass --{flag} or a scenario YAML")
+        defaults = {"hardware": {"num_gpus": 1}, "training": {"seq_len": 4096}}
+        scenario = parse_spec(apply_overrides(defaults, overrides), MemoryScenario, "flags")
+    report = memory_for_scenario(scenario)
+    fixes = [] if report.fits else suggest_fixes(report)
+    min_gpus = min_gpus_for_states(report)
+    if args.json:
+        out = report.to_json()
+        out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
+                        for label, r in fixes]
+        out["min_gpus_for_model_states"] = min_gpus
+        print(json.dumps(out, indent=2))
+    else:
+        print(memory_report(report, fixes, min_gpus))
+    return 0
+
+
+def _add_catalog(sub) -> None:
+    p = sub.add_parser("catalog", help="list what the shipped catalog holds")
+    p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run_catalog)
+
+
+def _run_catalog(args) -> int:
+    from infraplan.report import catalog
+
+    if args.json:
+        print(json.dumps(catalog.LISTINGS[args.kind]()[2], indent=2, default=str))
+    else:
+        print(catalog.render(args.kind))
+    return 0
+
+
+def _add_model(sub) -> None:
+    p = sub.add_parser("model", help="architecture math of one model: params, FLOPs, KV")
+    p.add_argument("name", help="catalog model or config.json path")
+    p.add_argument("--seq-len", type=_positive_int, default=4096)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run_model)
+
+
+def _run_model(args) -> int:
+    from infraplan.report.model import model_summary
+
+    summary = model_summary(args.name, args.seq_len)
+    print(json.dumps(summary, indent=2) if args.json else summary["text"])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="infraplan", description="Plan, simulate and check AI "
+                     "infrastructure: will it fit, how long, how much.")
+    from infraplan import __version__
+
+    parser.add_argument("--version", action="version", version=f"infraplan {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_memory(sub)
+    _add_catalog(sub)
+    _add_model(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `infraplan catalog gpus | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Catalog listings as rows (for tables) and as JSON-ready dicts."""
+
+from __future__ import annotations
+
+from infraplan.catalog import load_catalog
+from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
+from infraplan.report.terminal import table
+from infraplan.units import GIGA, GiB, TERA, format_count
+
+
+def _gb(x):
+    return None if x is None else round(x / GIGA, 2)
+
+
+def gpus() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "memory GiB", "HBM TB/s", "16-bit TFLOP/s", "fp8 TFLOP/s", "TDP W",
+               "scale-up link", "GB/s/dir", "form"]
+    rows, data = [], []
+    for a in load_catalog().accelerators:
+        bf16 = a.peak_flops.get("bf16") or a.peak_flops.get("fp16")
+        fp8 = a.peak_flops.get("fp8")
+        link = a.scale_up_link
+        rows.append([a.name, f"{a.memory_bytes / GiB:.1f}",
+                     f"{a.memory_bandwidth_bytes_per_s / TERA:.2f}",
+                     f"{bf16 / TERA:,.0f}" if bf16 else "-",
+                     f"{fp8 / TERA:,.0f}" if fp8 else "-", f"{a.tdp_watts:.0f}", link.kind,
+                     f"{link.bandwidth_bytes_per_s_per_direction / GIGA:.0f}"
+                     if link.bandwidth_bytes_per_s_per_direction else "-", a.form_factor])
+        data.append(a.model_dump(mode="json"))
+    return headers, rows, data
+
+
+def models() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "family", "params", "active", "layers", "hidden", "heads/kv",
+               "attention", "context", "KV B/token bf16"]
+    rows, data = [], []
+    for entry in load_catalog().models:
+        arch = load_model(entry.name)
+        counts = param_counts(arch)
+        at = arch.attention
+        kv = kv_cache_bytes_per_token(arch, "bf16")
+        rows.append([entry.name, arch.family, format_count(counts.total),
+                     format_count(counts.active), arch.num_layers, arch.hidden_size,
+                     f"{at.num_heads}/{at.num_kv_heads}", at.kind,
+                     arch.max_position_embeddings, f"{kv:,.0f}"])
+        data.append(dict(entry.model_dump(mode="json"), params_total=counts.total,
+                         params_active=counts.active, kv_cache_bytes_per_token_bf16=kv))
+    return headers, rows, data
+
+
+def systems() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "accelerators", "fabric", "GB/s/dir/GPU", "network", "NICs"]
+    rows, data = [], []
+    for s in load_catalog().systems:
+        rows.append([s.name, f"{s.accelerators_per_node} x {s.accelerator}",
+                     s.intra_node_fabric,
+                     f"{s.intra_node_bandwidth_bytes_per_s_per_direction / GIGA:.0f}",
+                     s.network, s.nics_per_node])
+        data.append(s.model_dump(mode="json"))
+    return headers, rows, data
+
+
+def networks() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "kind", "Gb/s/dir per port", "latency us"]
+    rows, data = [], []
+    for n in load_catalog().networks:
+        rows.append([n.name, n.kind, f"{n.bandwidth_bytes_per_s_per_direction * 8 / GIGA:.0f}",
+                     f"{n.latency_s * 1e6:.1f}"])
+        data.append(n.model_dump(mode="json"))
+    return headers, rows, data
+
+
+def storage() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "kind", "read GB/s/node", "write GB/s/node", "read GB/s total",
+               "latency ms", "$/GB-month"]
+    rows, data = [], []
+    for s in load_catalog().storage:
+        rows.append([s.name, s.kind, _gb(s.read_bytes_per_s_per_node),
+                     _gb(s.write_bytes_per_s_per_node),
+                     _gb(s.read_bytes_per_s_aggregate) or "scales",
+                     f"{s.latency_s * 1e3:g}",
+                     "-" if s.price_usd_per_gb_month is None else s.price_usd_per_gb_month])
+        data.append(s.model_dump(mode="json"))
+    return headers, rows, data
+
+
+LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
+            "storage": storage}
+
+
+def render(kind: str) -> str:
+    headers, rows, _ = LISTINGS[kind]()
+    numeric = [i for i, h in enumerate(headers) if any(u in h for u in (
+        "GiB", "TB/s", "TFLOP", "W", "GB/s", "us", "ms", "$", "params", "active", "layers",
+        "hidden", "context", "KV", "NICs"))]
+    return table(headers, rows, align_right=numeric) + f"\n\n{len(rows)} {kind}; every row " \
+        "has a source and a retrieval date (--json shows them)."

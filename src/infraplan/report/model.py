@@ -1,0 +1,53 @@
+"""One model's architecture math: parameters, FLOPs per token, KV-cache bytes per token."""
+
+from __future__ import annotations
+
+from infraplan.models import (forward_flops_per_token, kv_cache_bytes_per_token, load_model,
+                              matmul_flops_per_token, param_counts, training_flops_per_sequence)
+from infraplan.units import format_count
+
+
+def model_summary(name: str, seq_len: int) -> dict:
+    arch = load_model(name)
+    counts = param_counts(arch)
+    at = arch.attention
+    forward = float(forward_flops_per_token(arch, seq_len))
+    training = training_flops_per_sequence(arch, seq_len).model / seq_len
+    kv = {dtype: kv_cache_bytes_per_token(arch, dtype) for dtype in ("bf16", "fp8")}
+    data = {
+        "model": arch.name, "family": arch.family, "params_total": counts.total,
+        "params_active": counts.active, "params_embedding": counts.embedding,
+        "params_non_embedding": counts.non_embedding, "layers": arch.num_layers,
+        "moe_layers": arch.num_moe_layers, "hidden_size": arch.hidden_size,
+        "attention": at.kind, "heads": at.num_heads, "kv_heads": at.num_kv_heads,
+        "head_dim": at.head_dim, "vocab_size": arch.vocab_size,
+        "tied_embeddings": arch.tie_word_embeddings, "seq_len": seq_len,
+        "matmul_flops_per_token": matmul_flops_per_token(arch),
+        "forward_flops_per_token": forward, "training_flops_per_token": training,
+        "kv_cache_bytes_per_token": kv,
+    }
+    moe = arch.moe
+    lines = [
+        f"{arch.name} ({arch.family}): {format_count(counts.total)} parameters"
+        + (f", {format_count(counts.active)} active per token" if arch.is_moe else ""),
+        f"  {arch.num_layers} layers, hidden {arch.hidden_size}, vocab {arch.vocab_size}"
+        + (", tied embeddings" if arch.tie_word_embeddings else ""),
+        f"  attention {at.kind.upper()}: {at.num_heads} heads, {at.num_kv_heads} KV heads, "
+        f"head dim {at.head_dim}",
+    ]
+    if moe:
+        lines.append(f"  MoE on {arch.num_moe_layers} layers: {moe.num_experts} experts, "
+                     f"{moe.experts_per_token} per token"
+                     + (", shared experts" if moe.shared else ""))
+    if arch.mtp_layers:
+        lines.append(f"  + {arch.mtp_layers} multi-token-prediction module(s), not counted")
+    lines += [
+        f"  embedding {format_count(counts.embedding)}, non-embedding "
+        f"{format_count(counts.non_embedding)}",
+        f"FLOPs per token at seq {seq_len} (causal): forward {forward / 1e9:,.2f} GFLOP, "
+        f"training (3x forward) {training / 1e9:,.2f} GFLOP",
+        f"KV cache per token: {kv['bf16'] / 1024:,.1f} KiB in bf16, "
+        f"{kv['fp8'] / 1024:,.1f} KiB in fp8",
+    ]
+    data["text"] = "\n".join(lines)
+    return data

@@ -1,0 +1,74 @@
+"""Plain-text views for the terminal: tables and the memory breakdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infraplan.units import GiB, format_bytes, format_count
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
+          align_right: Sequence[int] = ()) -> str:
+    """A fixed-width table; columns listed in align_right are right-aligned (numbers)."""
+    cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in r]
+                                           for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def fmt(row):
+        return "  ".join(c.rjust(w) if i in align_right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(cells[0]), rule] + [fmt(r) for r in cells[1:]])
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    return "#" * filled + "." * (width - filled)
+
+
+def memory_report(report, fixes=(), min_gpus: int | None = None) -> str:
+    """The per-accelerator memory breakdown of one plan, and whether it fits."""
+    plan, options = report.plan, report.options
+    lines = [
+        f"{report.model} on {plan.num_gpus} x {report.accelerator}",
+        f"plan: {plan.describe()}",
+        f"job: seq {options.seq_len}, {report.num_microbatches} micro-batch(es) per step, "
+        f"{options.precision}, {options.optimizer}"
+        + (f", grads {options.grad_dtype}" if options.grad_dtype else "")
+        + (f", {options.finetune} rank {options.lora_rank}" if options.finetune != "full"
+           else "") + f", {options.kernels} kernels",
+        f"params: {format_count(report.params_total)} total, "
+        f"{format_count(report.params_active)} active; "
+        f"{format_count(report.params_per_gpu)} per accelerator before ZeRO sharding, "
+        f"{format_count(report.trainable_params_per_gpu)} of them trainable",
+        "",
+        f"memory per accelerator (pipeline rank {report.pipeline_rank}, the fullest):",
+    ]
+    capacity = report.capacity_bytes
+    parts = [("weights", report.weights_bytes), ("gradients", report.gradients_bytes),
+             ("optimizer", report.optimizer_bytes), ("activations", report.activations_bytes),
+             ("overhead", report.overhead_bytes)]
+    for name, value in parts:
+        lines.append(f"  {name:<12}{format_bytes(value):>13}  {_bar(value / capacity)}")
+    detail = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.2f}"
+                       for k, v in report.overhead_parts.items() if v > 0)
+    lines.append(f"  {'':<12}{'':>13}  ({detail} GiB)")
+    used = report.total_bytes / capacity
+    lines.append(f"  {'total':<12}{format_bytes(report.total_bytes):>13}  of "
+                 f"{format_bytes(capacity)} ({used:.0%})")
+    lines.append("")
+    if report.fits:
+        lines.append(f"FITS with {format_bytes(report.headroom_bytes)} to spare.")
+    else:
+        lines.append(f"DOES NOT FIT: {format_bytes(-report.headroom_bytes)} over.")
+        if fixes:
+            lines.append("Single changes that fit:")
+            for label, fixed in fixes:
+                lines.append(f"  {label:<26} total {format_bytes(fixed.total_bytes)} "
+                             f"({fixed.total_bytes / capacity:.0%})")
+        if min_gpus and min_gpus > plan.num_gpus:
+            lines.append(f"The model states alone need at least {min_gpus} x "
+                         f"{report.accelerator} (fully sharded, before activations).")
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)

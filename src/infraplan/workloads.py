@@ -1,0 +1,152 @@
+"""Workload specs: what a scenario file (YAML), the CLI and the web form describe.
+
+Every field documents itself and validates on construction; a typo in a key gets "did you
+mean" against the fields that exist, a bad value names the field and what it accepts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infraplan.errors import InputError, close_matches
+
+PositiveInt = Field(ge=1)
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Hardware(_Spec):
+    gpu: str = Field(description="accelerator name or alias from the catalog ('h100')")
+    num_gpus: int = Field(default=1, ge=1, description="accelerators in the job")
+
+
+class Parallelism(_Spec):
+    tp: int = Field(default=1, ge=1, description="tensor-parallel degree")
+    pp: int = Field(default=1, ge=1, description="pipeline stages")
+    dp: int | None = Field(default=None, ge=1,
+                           description="data-parallel replicas (default: what the GPUs allow)")
+    cp: int = Field(default=1, ge=1, description="context-parallel degree")
+    ep: int = Field(default=1, ge=1, description="expert-parallel degree (MoE)")
+    vp: int = Field(default=1, ge=1, description="virtual stages per pipeline rank")
+    zero: Literal[0, 1, 2, 3] = Field(default=0, description="ZeRO stage; 3 = FSDP full shard")
+    sequence_parallel: bool = False
+    micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
+    recompute: Literal["none", "selective", "full"] = "none"
+
+
+class Training(_Spec):
+    seq_len: int = Field(ge=1, description="tokens per sequence")
+    global_batch: int | None = Field(default=None, ge=1,
+                                     description="sequences per optimizer step")
+    tokens: float | None = Field(default=None, gt=0, description="tokens to train on")
+    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None, description="gradient dtype; fp32 = Megatron-LM main grads")
+    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
+    kernels: Literal["fused", "eager"] = Field(
+        default="fused", description="fused: flash attention + fused norms/SwiGLU; eager: "
+                                     "plain PyTorch ops with the s x s attention scores")
+
+
+class FineTune(_Spec):
+    method: Literal["full", "lora", "qlora"] = "full"
+    lora_rank: int = Field(default=16, ge=1)
+    lora_targets: tuple[str, ...] = Field(
+        default=("all-linear",), description="groups (attention, mlp, all-linear) or module "
+                                            "names (q_proj, v_proj, ...)")
+
+
+class MemoryScenario(_Spec):
+    """What `infraplan memory SCENARIO.yaml` reads."""
+
+    name: str = ""
+    description: str = ""
+    model: str = Field(description="catalog model name or a config.json path (relative to "
+                                   "the scenario file)")
+    hardware: Hardware
+    training: Training
+    parallelism: Parallelism = Parallelism()
+    finetune: FineTune = FineTune()
+
+
+def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -> str:
+    """One line per problem: 'origin: training.seq_len: ...; did you mean ...'."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        where = ".".join(loc) or "top level"
+        if err["type"] == "extra_forbidden":
+            known = _fields_at(model, loc[:-1])
+            close = close_matches(loc[-1], known)
+            hint = f"did you mean {close[0]!r}?" if close else \
+                f"valid keys: {', '.join(known)}"
+            lines.append(f"{where}: unknown key; {hint}")
+        elif err["type"] == "missing":
+            lines.append(f"{where}: required")
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}{shown}")
+    return f"{origin}: " + "; ".join(lines)
+
+
+def _fields_at(model: type[BaseModel], path: list[str]) -> list[str]:
+    for part in path:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
+                  overrides: dict[str, Any] | None = None) -> _Spec:
+    """Read a scenario YAML; `overrides` ({"parallelism.tp": 8}) win over the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"scenario file {str(path)!r} does not exist",
+                         fix="give the path of a scenario YAML (see examples/)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path.name}: not valid YAML{where} "
+                         f"({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path.name}: expected a mapping of keys (model, hardware, ...)")
+    raw = apply_overrides(raw, overrides or {})
+    if isinstance(raw.get("model"), str):
+        local = path.parent / raw["model"]
+        if local.exists():
+            raw["model"] = str(local)
+    return parse_spec(raw, model, path.name)
+
+
+def apply_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = out
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[leaf] = value
+    return out
+
+
+def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(describe_errors(exc, model, origin)) from None

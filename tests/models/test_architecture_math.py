@@ -1,0 +1,108 @@
+"""Published parameter counts, FLOP conventions and KV-cache sizes of shipped models."""
+
+from __future__ import annotations
+
+import pytest
+
+from infraplan.errors import InputError, UnknownNameError
+from infraplan.models import (kv_cache_bytes, kv_cache_bytes_per_token, load_model,
+                              param_counts, training_flops_per_sequence)
+from infraplan.models.families import FAMILIES, arch_from_config
+
+
+@pytest.mark.parametrize("name, total, active", [
+    ("llama-3.1-70b", 70_553_706_496, 70_553_706_496),
+    ("mixtral-8x7b", 46_702_792_704, 12_879_925_248),
+    ("llama-2-7b", 6_738_415_616, 6_738_415_616),
+    ("llama-2-70b", 68_976_648_192, 68_976_648_192),
+    ("gpt2", 124_439_808, 124_439_808),
+])
+def test_published_parameter_counts(name, total, active):
+    counts = param_counts(load_model(name))
+    assert (counts.total, counts.active) == (total, active)
+
+
+def test_deepseek_v3_is_671b_total_and_37b_active():
+    """DeepSeek-V3 report, Sec. 1: 671B total parameters, 37B activated per token (the
+    14B multi-token-prediction module is not part of the main model)."""
+    counts = param_counts(load_model("deepseek-v3"))
+    assert counts.total == 671_026_404_352  # transformers' count on the meta device
+    assert counts.active == pytest.approx(37e9, rel=0.02)
+
+
+def test_aliases_and_paths_load_the_same_architecture():
+    assert load_model("meta-llama/Llama-3.1-70B") == load_model("llama-3.1-70b")
+    by_path = load_model("src/infraplan/catalog/data/models/mixtral-8x7b.json")
+    assert param_counts(by_path).total == param_counts(load_model("mixtral-8x7b")).total
+
+
+@pytest.mark.parametrize("name", ["megatron-gpt-1.7b", "gpt3-175b", "megatron-gpt-1t"])
+def test_training_flops_equal_narayanan_equation_3(name):
+    """Narayanan et al. 2021 eq. (3), full recompute: 96 B s l h^2 (1 + s/6h + V/16lh)."""
+    arch = load_model(name)
+    s, h, L, V = 2048, arch.hidden_size, arch.num_layers, arch.vocab_size
+    expected = 96 * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+    flops = training_flops_per_sequence(arch, s, recompute="full", causal=False)
+    assert flops.hardware == pytest.approx(expected, rel=1e-12)
+    assert flops.model == pytest.approx(72 * s * L * h**2 * (1 + s / (6 * h)) + 6 * s * h * V,
+                                        rel=1e-12)
+
+
+def test_causal_attention_counts_half_the_scores_plus_the_diagonal():
+    arch = load_model("llama-3.1-8b")
+    s = 4096
+    full = training_flops_per_sequence(arch, s, causal=False).forward
+    causal = training_flops_per_sequence(arch, s, causal=True).forward
+    at = arch.attention
+    per_key = 2 * arch.num_layers * at.num_heads * (at.head_dim + at.v_head_dim)
+    assert full - causal == pytest.approx(per_key * (s * s - s * (s + 1) / 2))
+
+
+@pytest.mark.parametrize("name, dtype, expected", [
+    ("llama-3.1-70b", "bf16", 2 * 80 * 8 * 128 * 2),  # GQA: 8 KV heads
+    ("llama-2-7b", "bf16", 2 * 32 * 32 * 128 * 2),  # MHA
+    ("llama-3.1-70b", "fp8", 2 * 80 * 8 * 128 * 1),
+    ("deepseek-v3", "bf16", 61 * (512 + 64) * 2),  # MLA latent + RoPE key
+])
+def test_kv_cache_bytes_per_token(name, dtype, expected):
+    assert kv_cache_bytes_per_token(load_model(name), dtype) == expected
+
+
+def test_sliding_window_caps_the_cache():
+    arch = load_model("mistral-7b")
+    window = arch.attention.sliding_window
+    assert window == 4096
+    per_token = kv_cache_bytes_per_token(arch)
+    assert kv_cache_bytes(arch, 32768) == window * per_token
+    assert kv_cache_bytes(arch, 1000, batch=3) == 3 * 1000 * per_token
+
+
+def test_unknown_model_type_lists_the_families():
+    with pytest.raises(InputError) as err:
+        arch_from_config({"model_type": "bert", "hidden_size": 8}, name="x", origin="c.json")
+    message = str(err.value)
+    assert "unsupported model_type 'bert'" in message
+    assert all(family in message for family in FAMILIES)
+
+
+def test_unknown_model_name_suggests_a_close_one():
+    with pytest.raises(UnknownNameError) as err:
+        load_model("llama-3.1-7b")
+    assert "did you mean" in str(err.value) and "llama-3.1-70b" in str(err.value)
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({"model_type": "llama", "hidden_size": 64}, "missing 'num_hidden_layers'"),
+    ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 8,
+      "num_hidden_layers": 2, "num_attention_heads": 6, "vocab_size": 10},
+     "not divisible by num_attention_heads"),
+    ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 8,
+      "num_hidden_layers": -2, "num_attention_heads": 4, "vocab_size": 10},
+     "num_hidden_layers must be an integer >= 1"),
+    ({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 8,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
+      "vocab_size": 10}, "must divide num_attention_heads"),
+])
+def test_bad_configs_name_the_key(raw, fragment):
+    with pytest.raises(InputError, match=fragment):
+        arch_from_config(raw, name="x", origin="config.json")
