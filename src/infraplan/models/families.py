@@ -47,6 +47,31 @@ class ConfigReader:
             raise InputError(f"{self.origin}: {keys[0]} must be true or false, got {value!r}")
         return value
 
+    def optional_int(self, *keys: str) -> int | None:
+        return None if self.get(*keys, default=None) is None else self.int(*keys)
+
+    def fraction(self, *keys: str, default: float) -> float:
+        value = self.get(*keys, default=default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 <= value < 1:
+            raise InputError(f"{self.origin}: {keys[0]} must be a number in [0, 1), "
+                             f"got {value!r}")
+        return float(value)
+
+    def text(self, *keys: str, default: Any = _REQUIRED) -> str:
+        value = self.get(*keys, default=default)
+        if not isinstance(value, str):
+            raise InputError(f"{self.origin}: {keys[0]} must be a string, got {value!r}")
+        return value
+
+    def int_list(self, *keys: str) -> list[int]:
+        value = self.get(*keys, default=[])
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
+                                              for v in value):
+            raise InputError(f"{self.origin}: {keys[0]} must be a list of layer indices, "
+                             f"got {value!r}")
+        return value
+
 
 def _head_dim(cfg: ConfigReader, hidden: int, heads: int) -> int:
     explicit = cfg.get("head_dim", default=None)
@@ -66,8 +91,8 @@ def _gqa_attention(cfg: ConfigReader, hidden: int, *, qkv_bias: bool, o_bias: bo
         raise InputError(f"{cfg.origin}: num_key_value_heads {kv_heads} must divide "
                          f"num_attention_heads {heads}")
     d = _head_dim(cfg, hidden, heads)
-    window = cfg.get("sliding_window", default=None)
-    if not cfg.get("use_sliding_window", default=window is not None):
+    window = cfg.optional_int("sliding_window")
+    if not cfg.bool("use_sliding_window", default=window is not None):
         window = None
     return AttentionSpec(num_heads=heads, num_kv_heads=kv_heads, head_dim=d, v_head_dim=d,
                          qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
@@ -84,7 +109,7 @@ def _common(cfg: ConfigReader, name: str, *, tie_default: bool, **extra: Any) ->
         max_position_embeddings=cfg.int("max_position_embeddings", default=4096),
         tie_word_embeddings=cfg.bool("tie_word_embeddings", default=tie_default),
         dtype=str(cfg.get("torch_dtype", "dtype", default="bfloat16")),
-        attention_dropout=float(cfg.get("attention_dropout", default=0.0)),
+        attention_dropout=cfg.fraction("attention_dropout", default=0.0),
         **extra,
     )
 
@@ -102,7 +127,7 @@ def _llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
             qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
             o_bias=attention_bias if o_bias is None else o_bias, qk_norm=qk_norm),
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
-                    activation=cfg.get("hidden_act", default="silu"),
+                    activation=cfg.text("hidden_act", default="silu"),
                     bias=cfg.bool("mlp_bias", default=False)),
     )
 
@@ -123,7 +148,7 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
     else:  # qwen2_moe: q, k, v biased by `qkv_bias` (default true), o never
         dense = _llama_like(cfg, name, qkv_bias=cfg.bool("qkv_bias", default=True),
                             o_bias=False)
-    act = cfg.get("hidden_act", default="silu")
+    act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
                      activation=act)
     shared_width = cfg.int("shared_expert_intermediate_size", default=0, minimum=0)
@@ -133,7 +158,7 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
                   experts_per_token=cfg.int("num_experts_per_tok"), expert=expert,
                   shared=shared, shared_gate=shared is not None)
     step = cfg.int("decoder_sparse_step", default=1)
-    dense_only = set(cfg.get("mlp_only_layers", default=[]))
+    dense_only = set(cfg.int_list("mlp_only_layers"))
     layers = tuple(i for i in range(dense.num_layers)
                    if i not in dense_only and (i + 1) % step == 0)
     return _with_moe(dense, moe, layers, cfg)
@@ -149,9 +174,9 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
     attention = AttentionSpec(
         num_heads=heads, num_kv_heads=cfg.int("num_key_value_heads", default=heads),
         head_dim=nope + rope, v_head_dim=cfg.int("v_head_dim"), qkv_bias=bias, o_bias=bias,
-        q_lora_rank=cfg.get("q_lora_rank", default=None), kv_lora_rank=cfg.int("kv_lora_rank"),
+        q_lora_rank=cfg.optional_int("q_lora_rank"), kv_lora_rank=cfg.int("kv_lora_rank"),
         qk_rope_head_dim=rope)
-    act = cfg.get("hidden_act", default="silu")
+    act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
                      activation=act)
     n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
@@ -189,13 +214,13 @@ def _gpt2(cfg: ConfigReader, name: str) -> ModelArch:
                                         default=1024),
         tie_word_embeddings=cfg.bool("tie_word_embeddings", default=True),
         dtype=str(cfg.get("torch_dtype", "dtype", default="float32")),
-        hidden_dropout=float(cfg.get("resid_pdrop", default=0.1)),
-        attention_dropout=float(cfg.get("attn_pdrop", default=0.1)),
+        hidden_dropout=cfg.fraction("resid_pdrop", default=0.1),
+        attention_dropout=cfg.fraction("attn_pdrop", default=0.1),
         norm="layernorm", norm_bias=True, learned_positions=True,
         attention=AttentionSpec(num_heads=heads, num_kv_heads=heads, head_dim=d, v_head_dim=d,
                                 qkv_bias=True, o_bias=True),
         mlp=MlpSpec(intermediate_size=cfg.int("n_inner", default=4 * hidden), gated=False,
-                    activation=cfg.get("activation_function", default="gelu_new"), bias=True),
+                    activation=cfg.text("activation_function", default="gelu_new"), bias=True),
     )
 
 
@@ -209,7 +234,7 @@ def _nemotron(cfg: ConfigReader, name: str) -> ModelArch:
         norm="layernorm", norm_bias=True, learned_positions=False,
         attention=_gqa_attention(cfg, hidden, qkv_bias=bias, o_bias=bias),
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=False,
-                    activation=cfg.get("hidden_act", default="relu2"),
+                    activation=cfg.text("hidden_act", default="relu2"),
                     bias=cfg.bool("mlp_bias", default=False)),
     )
 

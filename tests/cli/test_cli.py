@@ -1,0 +1,142 @@
+"""The command line: output, JSON keys, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infraplan.cli import main
+
+ROOT = Path(__file__).parents[2]
+JSON_KEYS = {"params_total", "params_active", "weights_bytes", "gradients_bytes",
+             "optimizer_bytes", "activations_bytes", "overhead_bytes", "total_bytes",
+             "capacity_bytes", "fits"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_memory_json_has_the_documented_keys(capsys):
+    code, out, _ = run(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100",
+                       "--num-gpus", "64", "--tp", "8", "--pp", "2", "--zero", "1",
+                       "--recompute", "selective", "--sequence-parallel", "--seq-len",
+                       "8192", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert JSON_KEYS <= set(data)
+    assert data["params_total"] == 70_553_706_496
+    assert data["fits"] is True
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+             "overhead_bytes")
+    assert abs(sum(data[k] for k in parts) - data["total_bytes"]) <= len(parts)
+    assert data["plan"]["dp"] == 4
+
+
+def test_memory_text_says_whether_it_fits_and_how_to_fix(capsys):
+    code, out, _ = run(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100",
+                       "--num-gpus", "32", "--tp", "8", "--zero", "1", "--seq-len", "8192")
+    assert code == 0
+    assert "DOES NOT FIT" in out and "--recompute full" in out
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_examples_run(capsys, example):
+    code, out, err = run(capsys, "memory", str(example), "--json")
+    assert code == 0, err
+    assert json.loads(out)["fits"] is True
+
+
+def test_flags_override_the_scenario(capsys):
+    example = ROOT / "examples" / "llama-3.1-8b-qlora.yaml"
+    _, out, _ = run(capsys, "memory", str(example), "--lora-rank", "8", "--json")
+    assert json.loads(out)["options"]["lora_rank"] == 8
+
+
+@pytest.mark.parametrize("kind", ["gpus", "models", "systems", "networks", "storage"])
+def test_catalog_listings(capsys, kind):
+    code, out, _ = run(capsys, "catalog", kind)
+    assert code == 0 and "source" in out
+    code, out, _ = run(capsys, "catalog", kind, "--json")
+    rows = json.loads(out)
+    assert rows and all(row["source"] and row["retrieved"] for row in rows)
+
+
+def test_model_summary(capsys):
+    code, out, _ = run(capsys, "model", "mixtral-8x7b", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["params_active"] == 12_879_925_248
+
+
+BAD_INPUT = [
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h10"], "did you mean"),
+    (["memory", "--model", "lama-3.1-70b", "--gpu", "h100"], "did you mean 'llama-3.1-70b'"),
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "3", "--tp", "3"],
+     "tp=3 does not divide the 64 attention heads"),
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "-2"], "must be >= 1"),
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--seq-len", "0"], "must be >= 1"),
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "12", "--tp", "8"],
+     "not a multiple of tp*pp*cp"),
+    (["memory", "--model", "no/such/config.json", "--gpu", "h100"], "does not exist"),
+    (["memory", "no-such-scenario.yaml"], "does not exist"),
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "v100", "--precision", "bf16"],
+     "does not support bf16"),
+    (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8", "--ep", "2"],
+     "has no experts"),
+    (["catalog", "gpu"], "invalid choice"),
+    (["memory", "--gpu", "h100"], "--model is required"),
+]
+
+
+@pytest.mark.parametrize("argv, fragment", BAD_INPUT, ids=[" ".join(a[1:4]) for a, _ in
+                                                            BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("model: llama-3.1-8b\nhardware: {gpu: h100\n", "not valid YAML at line"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_lenn: 2048}\n",
+     "training.seq_lenn: unknown key; did you mean 'seq_len'?"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: -4}\ntraining: {seq_len: 2048}\n",
+     "hardware.num_gpus: Input should be greater than or equal to 1 (got -4)"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\n", "training: required"),
+    ("- just\n- a list\n", "expected a mapping"),
+])
+def test_bad_scenario_files(tmp_path, capsys, content, fragment):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    code, _, err = run(capsys, "memory", str(path))
+    assert code == 2 and fragment in err and err.count("\n") == 1
+
+
+def test_bad_config_json(tmp_path, capsys):
+    broken = tmp_path / "config.json"
+    broken.write_text('{"model_type": "llama", "hidden_size": 64,,}')
+    code, _, err = run(capsys, "memory", "--model", str(broken), "--gpu", "h100")
+    assert code == 2 and "not valid JSON at line 1" in err
+    broken.write_text('{"model_type": "t5", "d_model": 512}')
+    code, _, err = run(capsys, "memory", "--model", str(broken), "--gpu", "h100")
+    assert code == 2 and "unsupported model_type 't5'" in err and "deepseek_v3" in err
+
+
+def test_console_script_exits_2_without_traceback():
+    """The installed entry point, in a fresh process, as a user runs it."""
+    result = subprocess.run([sys.executable, "-m", "infraplan.cli", "memory", "--model",
+                             "llama-3.1-70b", "--gpu", "nope"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown accelerator 'nope'")
+    assert "Traceback" not in result.stderr
