@@ -225,6 +225,38 @@ def _normalise(cfg):
                     "n_inner", 4 * cfg["n_embd"]), max_position_embeddings=cfg["n_positions"])
 
 
+class LoRALinear(nn.Module):
+    """base(x) + B(A(x)) with the base frozen (Hu et al. 2021; PEFT without dropout)."""
+
+    def __init__(self, base: nn.Linear, rank: int):
+        super().__init__()
+        self.base = base
+        self.A = nn.Linear(base.in_features, rank, bias=False)
+        self.B = nn.Linear(rank, base.out_features, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.B(self.A(x))
+
+
+LORA_MODULES = {"attention": ("q", "k", "v", "o"), "q_proj": ("q",), "v_proj": ("v",),
+                "all-linear": ("q", "k", "v", "o", "gate_up", "down")}
+
+
+def add_lora(model, targets, rank):
+    """Freeze every weight and adapt the named modules of a fused Llama-style Decoder. The
+    embedding output requires grad, as PEFT's enable_input_require_grads() arranges."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    names = {n for t in targets for n in LORA_MODULES[t]}
+    for block in model.blocks:
+        for parent in (block.attn, block.mlp):
+            for name in names:
+                if isinstance(getattr(parent, name, None), nn.Linear):
+                    setattr(parent, name, LoRALinear(getattr(parent, name), rank))
+    model.embed.register_forward_hook(lambda module, args, out: out.requires_grad_(True))
+    return model
+
+
 def saved_activation_bytes(model, ids, targets) -> int:
     """Bytes saved for backward by one forward, de-duplicated by storage, without the
     parameters (a parameter saved by a GEMM is a weight, not an activation)."""

@@ -13,7 +13,7 @@ from infraplan.training.plan import ParallelPlan
 from tests.conftest import require
 
 torch = require("torch")
-from tests.torch_models import Decoder, saved_activation_bytes  # noqa: E402
+from tests.torch_models import Decoder, add_lora, saved_activation_bytes  # noqa: E402
 
 GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=3, n_head=4, n_inner=256, vocab_size=97,
             n_positions=64, resid_pdrop=0.0, attn_pdrop=0.0)
@@ -107,4 +107,19 @@ def test_saved_activation_bytes_match(label, cfg, attention, fused, dropout,
         MemoryOptions(seq_len=SEQ, precision="fp32" if dtype == "float32" else "bf16",
                       kernels=kernels))
     # The issue sets 5%; the model is within 0.8% on every case, so hold it to 2%.
+    assert report.activations_bytes == pytest.approx(measured, rel=0.02)
+
+
+@pytest.mark.parametrize("targets", [("attention",), ("all-linear",), ("q_proj", "v_proj")])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_lora_saved_activation_bytes_match(targets, recompute):
+    """Frozen base GEMMs keep no input for a weight gradient; each adapter keeps its input
+    and its rank-r intermediate."""
+    model = build(LLAMA, attention="sdpa", fused=True, recompute=recompute)
+    add_lora(model, targets, rank=8)
+    measured, _ = saved_activation_bytes(model, *batch(LLAMA))
+    report = training_memory(arch_of(LLAMA), "cpu-server",
+                             ParallelPlan(micro_batch=BATCH, recompute=recompute),
+                             MemoryOptions(seq_len=SEQ, precision="fp32", finetune="lora",
+                                           lora_rank=8, lora_targets=targets))
     assert report.activations_bytes == pytest.approx(measured, rel=0.02)

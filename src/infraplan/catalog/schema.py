@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from infraplan.errors import InputError
 from infraplan.units import parse_quantity
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
@@ -88,18 +89,16 @@ class Accelerator(Row):
     def peak_flops_for(self, dtype: str) -> float:
         """Dense peak FLOP/s for a training/inference dtype, with the usual fallbacks.
 
-        fp16 and bf16 share tensor cores on every chip here; a chip without fp8 runs fp8
-        models at its bf16 rate (weights are upcast), int4 at int8, tf32 at fp32.
+        A chip without fp8 runs fp8 models at its 16-bit rate (weights are upcast), int4 at
+        int8, tf32 at fp32. bf16 and fp16 never stand in for each other: V100 and T4 have
+        no bf16 tensor cores, TPUs no fp16.
         """
-        fallbacks = {"fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"),
-                     "fp8": ("fp8", "bf16", "fp16"), "int8": ("int8", "fp8", "bf16", "fp16"),
+        fallbacks = {"fp8": ("fp8", "bf16", "fp16"), "int8": ("int8", "fp8", "bf16", "fp16"),
                      "int4": ("int4", "int8", "fp8", "bf16"), "fp4": ("fp4", "fp8", "bf16"),
                      "tf32": ("tf32", "fp32"), "fp32": ("fp32",), "fp64": ("fp64", "fp32")}
         for candidate in fallbacks.get(dtype, (dtype,)):
             if candidate in self.peak_flops:
                 return self.peak_flops[candidate]
-        from infraplan.errors import InputError
-
         raise InputError(f"{self.name} has no peak FLOP/s for {dtype!r}",
                          fix=f"use one of {', '.join(self.peak_flops)}")
 

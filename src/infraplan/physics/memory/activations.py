@@ -106,7 +106,8 @@ def _attention(arch: ModelArch, kernels: str, w: Widths) -> list[Term]:
     return terms
 
 
-def _mlp_core(prefix: str, mlp: MlpSpec, kernels: str, w: Widths, rows: float) -> list[Term]:
+def _mlp_core(prefix: str, mlp: MlpSpec, kernels: str, w: Widths, rows: float,
+              down_gemm: str = "down") -> list[Term]:
     """Tensors of FFN width f: what the activation saves, and the down-projection input."""
     f = mlp.intermediate_size
     if mlp.gated:
@@ -115,7 +116,7 @@ def _mlp_core(prefix: str, mlp: MlpSpec, kernels: str, w: Widths, rows: float) -
         saved = 1  # the activation's input (GeLU, squared ReLU)
     return [Term(f"{prefix}_activation", rows * w.act * saved * f, "tensor"),
             Term(f"{prefix}_down_input", rows * w.gemm_in * f, "tensor", "gemm_input",
-                 "down")]
+                 down_gemm)]
 
 
 def _mlp(arch: ModelArch, kernels: str, w: Widths, moe_layer: bool) -> list[Term]:
@@ -130,9 +131,10 @@ def _mlp(arch: ModelArch, kernels: str, w: Widths, moe_layer: bool) -> list[Term
         # Router probabilities (fp32) per token; each token is copied to k experts
         # (dispatch) and their k outputs are kept to weight the combine.
         terms += [Term("router_probs", FP32_BYTES * moe.num_experts, "replicated"),
-                  Term("expert_inputs", k * w.gemm_in * h, "replicated", "gemm_input", "up"),
+                  Term("expert_inputs", k * w.gemm_in * h, "replicated", "gemm_input",
+                       "expert"),
                   Term("expert_outputs", k * w.act * h, "replicated")]
-        terms += _mlp_core("expert", moe.expert, kernels, w, k)
+        terms += _mlp_core("expert", moe.expert, kernels, w, k, down_gemm="expert")
         if moe.shared:
             terms += _mlp_core("shared_expert", moe.shared, kernels, w, 1.0)
     if arch.hidden_dropout > 0:

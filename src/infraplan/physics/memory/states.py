@@ -160,11 +160,10 @@ def lora_targets(names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
-def lora_params_per_layer(arch: ModelArch, targets: frozenset[str], rank: int,
-                          moe_layer: bool) -> int:
-    """LoRA adds A (r x fan_in) and B (fan_out x r) to each adapted GEMM (Hu et al. 2021,
-    Sec. 4): r (fan_in + fan_out) parameters. Routed experts are not adapted (PEFT's
-    "all-linear" does not reach fused expert weights); shared experts are."""
+def lora_shapes(arch: ModelArch, targets: frozenset[str],
+                moe_layer: bool) -> list[tuple[int, int]]:
+    """(fan_in, fan_out) of every GEMM LoRA adapts in one layer. Routed experts are not
+    adapted (PEFT's "all-linear" does not reach fused expert weights); shared experts are."""
     at, h = arch.attention, arch.hidden_size
     shapes: dict[str, list[tuple[int, int]]] = {
         "q": [(h, at.q_width)], "o": [(at.out_width, h)],
@@ -184,8 +183,15 @@ def lora_params_per_layer(arch: ModelArch, targets: frozenset[str], rank: int,
         shapes.setdefault("down", []).append((f, h))
         if mlp.gated:
             shapes.setdefault("gate", []).append((h, f))
-    return sum(rank * (fan_in + fan_out) for t in targets for fan_in, fan_out in
-               shapes.get(t, []))
+    return [shape for t in sorted(targets) for shape in shapes.get(t, [])]
+
+
+def lora_params_per_layer(arch: ModelArch, targets: frozenset[str], rank: int,
+                          moe_layer: bool) -> int:
+    """LoRA adds A (r x fan_in) and B (fan_out x r) to each adapted GEMM (Hu et al. 2021,
+    Sec. 4): r (fan_in + fan_out) parameters."""
+    return sum(rank * (fan_in + fan_out)
+               for fan_in, fan_out in lora_shapes(arch, targets, moe_layer))
 
 
 def state_bytes(precision: str, grad_dtype: str | None, optimizer_name: str) -> tuple[float,

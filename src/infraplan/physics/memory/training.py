@@ -27,7 +27,8 @@ from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.pipeline import inflight_layer_units, inflight_microbatches
 from infraplan.physics.memory.states import (FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
                                              NF4_BYTES_PER_PARAM, lora_params_per_layer,
-                                             lora_targets, stage_params, state_bytes)
+                                             lora_shapes, lora_targets, stage_params,
+                                             state_bytes)
 
 RECOMPUTE = ("none", "selective", "full")
 FINETUNE = ("full", "lora", "qlora")
@@ -61,10 +62,13 @@ class _LayerBytes:
 
 
 def _trainable_gemm(term: act.Term, targets: frozenset[str] | None) -> bool:
+    """Whether a GEMM-input term is kept: always in full training; under LoRA only for the
+    adapted GEMMs (frozen routed experts and LM head keep nothing for a weight gradient)."""
     if term.role != "gemm_input" or targets is None:
         return True
     wanted = {"qkv": {"q", "k", "v"}, "q": {"q"}, "k": {"k", "v"}, "o": {"o"},
-              "up": {"up", "gate"}, "down": {"down"}, "lm_head": set()}[term.gemm]
+              "up": {"up", "gate"}, "down": {"down"}, "expert": set(),
+              "lm_head": set()}[term.gemm]
     return bool(wanted & targets)
 
 
@@ -82,6 +86,11 @@ def _layer_bytes(arch: ModelArch, options: MemoryOptions, moe_layer: bool) -> _L
     widths = _widths(options)
     terms = act.layer_terms(arch, kernels=options.kernels, moe_layer=moe_layer, widths=widths)
     targets = _targets(options)
+    if targets is not None:
+        # Each adapter's B saves A's r-wide output for its weight gradient.
+        adapted = len(lora_shapes(arch, targets, moe_layer))
+        terms.append(act.Term("lora_intermediates", adapted * options.lora_rank * widths.act,
+                              "replicated"))
     full_input = act.layer_input_bytes(arch, widths)
     none = _sum_by_scaling(terms, targets, drop_core=False)
     selective = _sum_by_scaling(terms, targets, drop_core=True)

@@ -1,0 +1,63 @@
+"""Scenario files: random corruption never crashes, and the does-not-fit advice is sound."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infraplan.errors import InputError
+from infraplan.physics.memory.training import MemoryOptions
+from infraplan.training.memory import (memory_for_scenario, min_gpus_for_states, suggest_fixes,
+                                       training_memory)
+from infraplan.training.plan import ParallelPlan
+from infraplan.workloads import MemoryScenario, apply_overrides, parse_spec
+
+VALID = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100", "num_gpus": 8},
+         "training": {"seq_len": 4096, "global_batch": 64},
+         "parallelism": {"tp": 2, "zero": 1, "recompute": "selective"},
+         "finetune": {"method": "full"}}
+PATHS = ["model", "hardware.gpu", "hardware.num_gpus", "training.seq_len",
+         "training.global_batch", "training.precision", "training.optimizer",
+         "training.grad_dtype", "training.kernels", "parallelism.tp", "parallelism.pp",
+         "parallelism.dp", "parallelism.cp", "parallelism.ep", "parallelism.vp",
+         "parallelism.zero", "parallelism.micro_batch", "parallelism.recompute",
+         "parallelism.sequence_parallel", "finetune.method", "finetune.lora_rank",
+         "finetune.lora_targets", "training.typo", "extra"]
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 70), st.floats(allow_nan=True),
+                 st.sampled_from(["h100", "l4", "mixtral-8x7b", "qlora", "fp8", "full", "",
+                                  "eager", "all-linear", "q_proj", "bogus"]),
+                 st.lists(st.sampled_from(["q_proj", "mlp", "nope"]), max_size=2),
+                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.dictionaries(st.sampled_from(PATHS), JUNK, max_size=4))
+def test_corrupted_scenarios_give_an_input_error_or_a_sane_report(changes):
+    raw = apply_overrides(VALID, {k: v for k, v in changes.items() if v is not None})
+    try:
+        report = memory_for_scenario(parse_spec(raw, MemoryScenario, "fuzz.yaml"))
+    except InputError as exc:
+        assert str(exc).strip() and "\n" not in str(exc)
+        return
+    values = [report.weights_bytes, report.gradients_bytes, report.optimizer_bytes,
+              report.activations_bytes, report.overhead_bytes, report.total_bytes]
+    assert all(math.isfinite(v) and v >= 0 for v in values)
+
+
+def test_suggested_fixes_fit_and_come_cheapest_first():
+    report = training_memory("llama-3.1-70b", "h100", ParallelPlan(tp=8, dp=4, zero=1),
+                             MemoryOptions(seq_len=8192))
+    assert not report.fits
+    fixes = suggest_fixes(report)
+    assert fixes and all(fixed.fits for _, fixed in fixes)
+    totals = [fixed.total_bytes for _, fixed in fixes]
+    assert totals == sorted(totals)
+
+
+def test_min_gpus_is_the_sharded_model_states_over_usable_memory():
+    report = training_memory("llama-3.1-70b", "h100", ParallelPlan(tp=8),
+                             MemoryOptions(seq_len=8192))
+    usable = report.capacity_bytes - 0.75 * 2**30 - 0.5 * 2**30
+    assert min_gpus_for_states(report) == math.ceil(report.params_total * 16 / usable) == 14
