@@ -156,6 +156,34 @@ class Mlp(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+class MoE(nn.Module):
+    """Token-choice top-k MoE as Megatron-Core's dropless path runs it: fp32 softmax router,
+    tokens permuted by expert, one SwiGLU per expert, weighted un-permute (Mixtral)."""
+
+    def __init__(self, cfg, fused):
+        super().__init__()
+        self.k = cfg["num_experts_per_tok"]
+        self.router = nn.Linear(cfg["hidden_size"], cfg["num_local_experts"], bias=False)
+        self.experts = nn.ModuleList(Mlp(cfg, "llama", fused)
+                                     for _ in range(cfg["num_local_experts"]))
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = torch.softmax(self.router(x).float(), dim=-1)
+        weights, chosen = probs.topk(self.k, dim=-1)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
+        order = chosen.reshape(-1).argsort()
+        token = order // self.k  # the token each permuted row came from
+        permuted = x[token]
+        counts = torch.bincount(chosen.reshape(-1), minlength=len(self.experts)).tolist()
+        outputs = torch.cat([expert(part) for expert, part in
+                             zip(self.experts, permuted.split(counts))])
+        weighted = outputs * weights.reshape(-1)[order, None]
+        index = token[:, None].expand(-1, x.shape[-1])
+        return torch.zeros_like(x).scatter_add(0, index, weighted).reshape(shape)
+
+
 class Block(nn.Module):
     def __init__(self, cfg, style, attention, fused, dropout):
         super().__init__()
@@ -163,7 +191,7 @@ class Block(nn.Module):
         norm = (lambda: nn.LayerNorm(h)) if style == "gpt2" else (lambda: RMSNorm(h))
         self.norm1, self.norm2 = norm(), norm()
         self.attn = Attention(cfg, style, attention, dropout)
-        self.mlp = Mlp(cfg, style, fused)
+        self.mlp = MoE(cfg, fused) if "num_local_experts" in cfg else Mlp(cfg, style, fused)
         self.dropout = dropout
 
     def forward(self, x, rope=None):

@@ -1,5 +1,6 @@
 """The analytical model against real PyTorch decoders on the CPU (random weights, small
-dims): parameters, gradient and AdamW state bytes, training FLOPs, saved activations."""
+dims; GPT-2, Llama and Mixtral-style MoE): parameters, gradient and AdamW state bytes,
+training FLOPs, saved activations (no, selective and full recompute; LoRA)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=3, n_head=4, n_inner=256, voca
 LLAMA = dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=3,
              num_attention_heads=4, num_key_value_heads=2, vocab_size=97,
              max_position_embeddings=64)
+MIXTRAL = dict(LLAMA, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2)
 BATCH, SEQ = 2, 32
+CONFIGS = {"gpt2": GPT2, "llama": LLAMA, "mixtral": MIXTRAL}
 
 
 def arch_of(cfg, dropout=0.0):
@@ -43,14 +46,14 @@ def batch(cfg):
     return ids, torch.roll(ids, -1, dims=1)
 
 
-@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS)
 @pytest.mark.parametrize("fused", [False, True])
 def test_parameter_count_is_exact(cfg, fused):
     model = build(cfg, fused=fused)
     assert sum(p.numel() for p in model.parameters()) == param_counts(arch_of(cfg)).total
 
 
-@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS)
 @pytest.mark.parametrize("dtype, precision, optimizer", [
     ("float32", "fp32", "adamw"), ("bfloat16", "bf16", "adamw-bf16")])
 def test_gradient_and_adamw_state_bytes_after_one_step(cfg, dtype, precision, optimizer):
@@ -69,7 +72,7 @@ def test_gradient_and_adamw_state_bytes_after_one_step(cfg, dtype, precision, op
     assert report.weights_bytes == sum(p.nbytes for p in model.parameters())
 
 
-@pytest.mark.parametrize("cfg", [GPT2, LLAMA], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("cfg", CONFIGS.values(), ids=CONFIGS)
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_training_step_flops_within_2_percent(cfg, recompute):
     from torch.utils.flop_counter import FlopCounterMode
@@ -89,6 +92,8 @@ CASES = [  # (config, attention, fused kernels, dropout, infraplan kernel profil
     ("gpt2-sdpa", GPT2, "sdpa", False, 0.0, "fused"),
     ("llama-eager", LLAMA, "eager", False, 0.0, "eager"),
     ("llama-fused", LLAMA, "sdpa", True, 0.0, "fused"),
+    ("mixtral-eager", MIXTRAL, "eager", False, 0.0, "eager"),
+    ("mixtral-fused", MIXTRAL, "sdpa", True, 0.0, "fused"),
 ]
 
 

@@ -128,9 +128,13 @@ def _mlp(arch: ModelArch, kernels: str, w: Widths, moe_layer: bool) -> list[Term
     else:
         moe = arch.moe
         k = float(moe.experts_per_token)
-        # Router probabilities (fp32) per token; each token is copied to k experts
-        # (dispatch) and their k outputs are kept to weight the combine.
+        # Router probabilities (fp32) per token; the routing metadata (top-k indices and
+        # weights, the permutation's row indices and gathered weights, the weights' norm);
+        # each token is copied to k experts (dispatch) and their k outputs are kept to
+        # weight the combine (Megatron-Core's permute / unpermute).
+        metadata = k * (2 * INDEX_BYTES + 2 * FP32_BYTES) + FP32_BYTES
         terms += [Term("router_probs", FP32_BYTES * moe.num_experts, "replicated"),
+                  Term("routing_metadata", metadata, "replicated"),
                   Term("expert_inputs", k * w.gemm_in * h, "replicated", "gemm_input",
                        "expert"),
                   Term("expert_outputs", k * w.act * h, "replicated")]
