@@ -82,7 +82,9 @@ class Attention(nn.Module):
         self.kv_heads = cfg.get("num_key_value_heads", self.heads)
         self.d = h // self.heads
         self.style, self.attention, self.dropout = style, attention, dropout
-        if style == "gpt2":
+        if style == "mla":
+            self._init_mla(cfg)
+        elif style == "gpt2":
             self.qkv = nn.Linear(h, 3 * h)
             self.o = nn.Linear(h, h)
         else:
@@ -91,6 +93,35 @@ class Attention(nn.Module):
             self.v = nn.Linear(h, self.kv_heads * self.d, bias=False)
             self.o = nn.Linear(self.heads * self.d, h, bias=False)
         self.selective = False
+
+    def _init_mla(self, cfg):
+        """DeepSeek-V2/V3 multi-head latent attention (low-rank q, shared kv latent, a
+        decoupled RoPE key shared by all heads)."""
+        h, a = cfg["hidden_size"], self.heads
+        self.nope, self.rope_dim = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+        self.dv, self.kv_rank = cfg["v_head_dim"], cfg["kv_lora_rank"]
+        self.d = self.nope + self.rope_dim
+        self.q_down = nn.Linear(h, cfg["q_lora_rank"], bias=False)
+        self.q_norm = RMSNorm(cfg["q_lora_rank"])
+        self.q_up = nn.Linear(cfg["q_lora_rank"], a * self.d, bias=False)
+        self.kv_down = nn.Linear(h, self.kv_rank + self.rope_dim, bias=False)
+        self.kv_norm = RMSNorm(self.kv_rank)
+        self.kv_up = nn.Linear(self.kv_rank, a * (self.nope + self.dv), bias=False)
+        self.o = nn.Linear(a * self.dv, h, bias=False)
+
+    def _mla_qkv(self, x, rope):
+        b, s, _ = x.shape
+        cos, sin = (t[..., : self.rope_dim] for t in rope)
+        q = self.q_up(self.q_norm(self.q_down(x))).view(b, s, self.heads, self.d)
+        latent, k_rope = self.kv_down(x).split([self.kv_rank, self.rope_dim], dim=-1)
+        kv = self.kv_up(self.kv_norm(latent)).view(b, s, self.heads, self.nope + self.dv)
+        k_nope, v = kv.split([self.nope, self.dv], dim=-1)
+        k_rope = k_rope.view(b, s, 1, self.rope_dim)
+        k_rope = k_rope * cos + rotate_half(k_rope) * sin
+        q_nope, q_rope = q.split([self.nope, self.rope_dim], dim=-1)
+        q = torch.cat([q_nope, q_rope * cos + rotate_half(q_rope) * sin], dim=-1)
+        k = torch.cat([k_nope, k_rope.expand(-1, -1, self.heads, -1)], dim=-1)
+        return q, k, v.contiguous()  # as Megatron-Core's MLA does before the kernel
 
     def core(self, q, k, v):
         """q: [b, s, a, d], k and v: [b, s, kv, d] -> [b, s, a * d]."""
@@ -113,7 +144,9 @@ class Attention(nn.Module):
 
     def forward(self, x, rope):
         b, s, _ = x.shape
-        if self.style == "gpt2":
+        if self.style == "mla":
+            q, k, v = self._mla_qkv(x, rope)
+        elif self.style == "gpt2":
             q, k, v = self.qkv(x).split(self.heads * self.d, dim=-1)
             q = q.view(b, s, self.heads, self.d)
             k = k.view(b, s, self.heads, self.d)
@@ -191,7 +224,8 @@ class Block(nn.Module):
         norm = (lambda: nn.LayerNorm(h)) if style == "gpt2" else (lambda: RMSNorm(h))
         self.norm1, self.norm2 = norm(), norm()
         self.attn = Attention(cfg, style, attention, dropout)
-        self.mlp = MoE(cfg, fused) if "num_local_experts" in cfg else Mlp(cfg, style, fused)
+        mlp_style = "gpt2" if style == "gpt2" else "llama"
+        self.mlp = MoE(cfg, fused) if "num_local_experts" in cfg else Mlp(cfg, mlp_style, fused)
         self.dropout = dropout
 
     def forward(self, x, rope=None):
@@ -204,7 +238,7 @@ class Decoder(nn.Module):
 
     def __init__(self, cfg, *, attention="eager", fused=False, dropout=0.0, recompute="none"):
         super().__init__()
-        self.style = "gpt2" if cfg["model_type"] == "gpt2" else "llama"
+        self.style = {"gpt2": "gpt2", "deepseek_v3": "mla"}.get(cfg["model_type"], "llama")
         cfg = _normalise(cfg)
         h, self.vocab = cfg["hidden_size"], cfg["vocab_size"]
         self.embed = nn.Embedding(self.vocab, h)
@@ -216,7 +250,7 @@ class Decoder(nn.Module):
         self.head = None if cfg.get("tie_word_embeddings", self.style == "gpt2") else \
             nn.Linear(h, self.vocab, bias=False)
         self.dropout, self.recompute = dropout, recompute
-        self.d = h // cfg["num_attention_heads"]
+        self.d = cfg.get("qk_rope_head_dim") or h // cfg["num_attention_heads"]
         for block in self.blocks:
             block.attn.selective = recompute == "selective"
 
@@ -233,7 +267,7 @@ class Decoder(nn.Module):
         if self.pos is not None:
             x = x + self.pos(torch.arange(s))
         x = dropout(x, self.dropout, self.training)
-        rope = self.rope(s) if self.style == "llama" else None
+        rope = self.rope(s) if self.style != "gpt2" else None
         for block in self.blocks:
             if self.recompute == "full":
                 x = checkpoint(lambda t, blk=block: blk(t, rope), x, use_reentrant=True)

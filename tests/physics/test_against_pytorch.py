@@ -22,8 +22,13 @@ LLAMA = dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidd
              num_attention_heads=4, num_key_value_heads=2, vocab_size=97,
              max_position_embeddings=64)
 MIXTRAL = dict(LLAMA, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2)
+# DeepSeek-V3 attention (MLA, v head dim != qk head dim) on dense layers
+MLA = dict(LLAMA, model_type="deepseek_v3", num_key_value_heads=4, q_lora_rank=24,
+           kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+           n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+           first_k_dense_replace=3)
 BATCH, SEQ = 2, 32
-CONFIGS = {"gpt2": GPT2, "llama": LLAMA, "mixtral": MIXTRAL}
+CONFIGS = {"gpt2": GPT2, "llama": LLAMA, "mixtral": MIXTRAL, "mla": MLA}
 
 
 def arch_of(cfg, dropout=0.0):
@@ -94,6 +99,7 @@ CASES = [  # (config, attention, fused kernels, dropout, infraplan kernel profil
     ("llama-fused", LLAMA, "sdpa", True, 0.0, "fused"),
     ("mixtral-eager", MIXTRAL, "eager", False, 0.0, "eager"),
     ("mixtral-fused", MIXTRAL, "sdpa", True, 0.0, "fused"),
+    ("mla-eager", MLA, "eager", False, 0.0, "eager"),  # CPU SDPA has no d_v != d_qk kernel
 ]
 
 

@@ -38,7 +38,7 @@ def test_megatron_distributed_optimizer_is_6_plus_12_over_d_bytes_per_param():
 
 
 def test_korthikanti_gpt_layer_is_34_plus_5as_over_h():
-    """Korthikanti et al. 2022, eq. (1)-(3): per layer s b h (34 + 5 a s / h) bytes in
+    """Korthikanti et al. 2022, activation memory per layer: per layer s b h (34 + 5 a s / h) bytes in
     16-bit; with tensor parallelism t and no sequence parallelism s b h (10 + 24/t +
     5 a s / (h t)); with sequence parallelism everything is divided by t. The generalised
     model adds the norms' fp32 statistics (16 bytes per token per layer)."""
@@ -56,7 +56,7 @@ def test_korthikanti_gpt_layer_is_34_plus_5as_over_h():
 
 @pytest.mark.parametrize("p, v", [(8, 2), (12, 3), (16, 4)])
 def test_first_stage_holds_the_interleaving_factor(p, v):
-    """Korthikanti et al. 2022, Sec. 4.2.3: L (1 + (p - 1) / (p v)) layers' activations
+    """Korthikanti et al. 2022, pipeline parallelism: L (1 + (p - 1) / (p v)) layers' activations
     under the interleaved schedule; L (p micro-batches of L/p layers) under plain 1F1B."""
     L = p * v * 3
     units = inflight_layer_units(0, p, v, num_microbatches=1000, layers_on_rank=L / p)
@@ -75,7 +75,7 @@ def test_pipeline_ranks_hold_every_layer_once():
 
 
 def test_full_recompute_keeps_only_layer_inputs():
-    """Korthikanti et al. 2022, Sec. 4.3: full recompute keeps 2 s b h per layer (16-bit)."""
+    """Korthikanti et al. 2022: full recompute keeps 2 s b h per layer (16-bit)."""
     arch = load_model("llama-2-7b")
     options = MemoryOptions(seq_len=4096)
     report = training_memory(arch, "h100", ParallelPlan(recompute="full"), options)

@@ -131,7 +131,7 @@ def training_flops_per_sequence(arch: ModelArch, seq_len: int, *, recompute: str
                                 causal: bool = True) -> TrainingFlops:
     """Full recompute repeats the forward of every transformer layer (not the LM head,
     which is outside the checkpointed layers: hence Narayanan et al.'s V/(16lh) term);
-    selective recompute (Korthikanti et al. 2022, Sec. 4.2) repeats only the attention
+    selective recompute (Korthikanti et al. 2022) repeats only the attention
     core (Q K^T, softmax, P V)."""
     forward = float(forward_flops_per_sequence(arch, seq_len, causal=causal))
     attention_core = float(attention_flops_per_query(arch, 1.0)

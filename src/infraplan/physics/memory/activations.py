@@ -1,18 +1,18 @@
 """Activation memory: the tensors a decoder layer saves for its backward pass.
 
 This generalises Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", Sec. 4.1) from GPT to any architecture here by listing the saved
+Transformer Models", section "Activation Memory") from GPT to any architecture here by listing the saved
 tensors one by one. For GPT (LayerNorm, MHA, 4h GeLU MLP, dropout, eager attention) the
 terms add up to the paper's s b h (34 + 5 a s / h) bytes per layer in 16-bit.
 
 Each term is in bytes per token of a micro-batch and belongs to one class:
   replicated  every tensor-parallel rank holds it whole (hidden-size tensors around the
-              norms); sequence parallelism shards it by t (paper Sec. 4.2.2)
+              norms); sequence parallelism shards it by t (the paper's sequence parallelism)
   tensor      sharded by t (per-head and FFN-width tensors)
   per_key     also multiplied by the keys each query attends to (eager attention's
               s x s probabilities), sharded by t
 Roles: "core" terms belong to the attention core that selective recompute repeats (paper
-Sec. 4.3) and "checkpoint_input" terms exist only then, as the recomputed core's inputs;
+"selective activation recomputation") and "checkpoint_input" terms exist only then, as the recomputed core's inputs;
 "gemm_input" terms are saved only for the weight gradient of `gemm`, so a
 frozen weight (LoRA base) does not keep them.
 
@@ -163,7 +163,7 @@ def embedding_terms(arch: ModelArch, widths: Widths) -> list[Term]:
 
 def output_terms(arch: ModelArch, widths: Widths) -> list[Term]:
     """Last pipeline stage: final norm, LM-head input, fp32 logits of the loss, targets
-    (Korthikanti et al. 2022, Sec. 4.1: 4 s b h (1 + V / h) / t for 16-bit h tensors)."""
+    (Korthikanti et al. 2022: 4 s b h (1 + V / h) / t for 16-bit h tensors)."""
     h = arch.hidden_size
     return _norm("final_norm", arch, h, widths) + [
         Term("lm_head_input", widths.gemm_in * h, "replicated", "gemm_input", "lm_head"),
@@ -173,5 +173,5 @@ def output_terms(arch: ModelArch, widths: Widths) -> list[Term]:
 
 
 def layer_input_bytes(arch: ModelArch, widths: Widths) -> float:
-    """Full recompute keeps only each layer's input (paper Sec. 4.3: 2 s b h per layer)."""
+    """Full recompute keeps only each layer's input (the paper's 2 s b h per layer)."""
     return widths.act * arch.hidden_size

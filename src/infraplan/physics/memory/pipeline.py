@@ -3,7 +3,7 @@
 1F1B (Narayanan et al. 2021, Sec. 2.2.1): rank r runs p - r - 1 warm-up forwards before its
 first backward, so it holds min(m, p - r) micro-batches of its L/p layers; the first rank
 holds p of them, i.e. the activations of all L layers for one micro-batch (Korthikanti et
-al. 2022, Sec. 4.2.3).
+al. 2022, pipeline parallelism).
 Interleaved 1F1B with v model chunks per rank (Megatron-LM `schedules.py`): the warm-up is
 (p - r - 1) * 2 + (v - 1) * p chunk-forwards, so rank r holds min(m v, 2 (p - r - 1) +
 (v - 1) p + 1) chunks of L / (p v) layers: L (1 + (p - 1) / (p v)) layers on the first rank,
