@@ -105,14 +105,6 @@ def format_bytes(n_bytes: float, *, binary: bool = True) -> str:
     return f"{n_bytes:,.0f} B"
 
 
-def format_rate(value: float, unit: str) -> str:
-    """Decimal-prefixed rate, e.g. format_rate(3.35e12, "B/s") -> "3.35 TB/s"."""
-    for scale, name in [(PETA, "P"), (TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")]:
-        if abs(value) >= scale:
-            return f"{value / scale:,.3g} {name}{unit}"
-    return f"{value:,.3g} {unit}"
-
-
 def format_count(n: float) -> str:
     """Parameter counts the way papers write them: 70.55B, 12.9M."""
     for scale, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:

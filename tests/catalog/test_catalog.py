@@ -79,6 +79,14 @@ def test_h100_matches_the_datasheet():
     assert h100.scale_up_link.bandwidth_bytes_per_s_per_direction == pytest.approx(450e9)
 
 
+def test_peak_lookup_never_swaps_bf16_and_fp16():
+    """V100 and T4 have no bf16 tensor cores; an fp8 model on A100 runs at the 16-bit rate."""
+    with pytest.raises(InputError, match="no peak FLOP/s for 'bf16'"):
+        accelerator("v100-sxm2-32gb").peak_flops_for("bf16")
+    assert accelerator("v100-sxm2-32gb").peak_flops_for("fp16") == pytest.approx(125e12)
+    assert accelerator("a100-sxm4-80gb").peak_flops_for("fp8") == pytest.approx(312e12)
+
+
 def test_systems_point_at_existing_rows():
     CATALOG.check_references()
     assert CATALOG.system_for("h100").accelerators_per_node == 8

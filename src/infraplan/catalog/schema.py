@@ -67,11 +67,6 @@ class Link(BaseModel):
         default=None, description="per GPU, one direction (vendor bidirectional figure / 2)")
     quoted: str = Field(default="", description="the figure as the vendor quotes it")
 
-    @property
-    def bandwidth_bytes_per_s_bidirectional(self) -> float | None:
-        b = self.bandwidth_bytes_per_s_per_direction
-        return None if b is None else 2 * b
-
 
 class Accelerator(Row):
     vendor: Literal["nvidia", "amd", "google", "intel", "generic"]

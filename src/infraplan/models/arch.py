@@ -8,7 +8,7 @@ V = vocabulary, E = routed experts, t = experts per token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 
@@ -40,13 +40,6 @@ class AttentionSpec:
         return self.num_heads * self.head_dim
 
     @property
-    def kv_width(self) -> int:
-        """Width of K plus V as the attention kernel reads them (MLA: expanded per head)."""
-        if self.kind == "mla":
-            return self.num_heads * (self.head_dim + self.v_head_dim)
-        return self.num_kv_heads * (self.head_dim + self.v_head_dim)
-
-    @property
     def out_width(self) -> int:
         return self.num_heads * self.v_head_dim
 
@@ -57,10 +50,6 @@ class MlpSpec:
     gated: bool  # SwiGLU-style: gate and up projections, then down
     activation: str  # silu | gelu | gelu_tanh | relu2 | relu
     bias: bool = False
-
-    @property
-    def num_matrices(self) -> int:
-        return 3 if self.gated else 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +81,6 @@ class ModelArch:
     hidden_dropout: float = 0.0  # dropout on embeddings and after attention / MLP (GPT-2: 0.1)
     attention_dropout: float = 0.0  # dropout on the attention probabilities
     dtype: str = "bf16"  # the checkpoint's dtype from config.json
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def is_moe(self) -> bool:
