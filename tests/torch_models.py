@@ -60,6 +60,24 @@ def dropout(x, p, training):
     return torch.native_dropout(x, p, True)[0] if training and p > 0 else x
 
 
+class FusedCrossEntropyFn(torch.autograd.Function):
+    """Cross-entropy that keeps only the logits (in their own dtype) and the targets, and
+    builds the softmax again in backward: what fused CE kernels save (Megatron-Core,
+    Transformer Engine, Liger)."""
+
+    @staticmethod
+    def forward(ctx, logits, targets):
+        ctx.save_for_backward(logits, targets)
+        return F.cross_entropy(logits.float(), targets)
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, targets = ctx.saved_tensors
+        probs = torch.softmax(logits.float(), dim=-1)
+        probs[torch.arange(len(targets)), targets] -= 1
+        return (probs * grad / len(targets)).to(logits.dtype), None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, width, eps=1e-5):
         super().__init__()
@@ -236,7 +254,8 @@ class Block(nn.Module):
 class Decoder(nn.Module):
     """recompute: "none", "selective" (attention core) or "full" (every block)."""
 
-    def __init__(self, cfg, *, attention="eager", fused=False, dropout=0.0, recompute="none"):
+    def __init__(self, cfg, *, attention="eager", fused=False, dropout=0.0, recompute="none",
+                 fused_loss=False):
         super().__init__()
         self.style = {"gpt2": "gpt2", "deepseek_v3": "mla"}.get(cfg["model_type"], "llama")
         cfg = _normalise(cfg)
@@ -249,7 +268,7 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(h) if self.style == "gpt2" else RMSNorm(h)
         self.head = None if cfg.get("tie_word_embeddings", self.style == "gpt2") else \
             nn.Linear(h, self.vocab, bias=False)
-        self.dropout, self.recompute = dropout, recompute
+        self.dropout, self.recompute, self.fused_loss = dropout, recompute, fused_loss
         self.d = cfg.get("qk_rope_head_dim") or h // cfg["num_attention_heads"]
         for block in self.blocks:
             block.attn.selective = recompute == "selective"
@@ -274,8 +293,10 @@ class Decoder(nn.Module):
             else:
                 x = block(x, rope)
         weight = self.embed.weight if self.head is None else self.head.weight
-        logits = F.linear(self.norm(x), weight)
-        return F.cross_entropy(logits.float().view(-1, self.vocab), targets.view(-1))
+        logits = F.linear(self.norm(x), weight).view(-1, self.vocab)
+        if self.fused_loss:
+            return FusedCrossEntropyFn.apply(logits, targets.view(-1))
+        return F.cross_entropy(logits.float(), targets.view(-1))
 
 
 def _normalise(cfg):

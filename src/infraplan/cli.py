@@ -42,6 +42,9 @@ def _add_memory(sub) -> None:
         p.add_argument(f"--{name}", type=_positive_int, help=text)
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP)")
     p.add_argument("--recompute", choices=["none", "selective", "full"])
+    p.add_argument("--recompute-fraction", type=float,
+                   help="with --recompute full: share of each stage's layers recomputed "
+                        "(the rest selective), e.g. 0.25")
     p.add_argument("--sequence-parallel", action="store_true", default=None)
     p.add_argument("--micro-batch", type=_positive_int, help="sequences per micro-batch")
     p.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step")
@@ -68,6 +71,7 @@ def _memory_overrides(args) -> dict:
         "parallelism.tp": args.tp, "parallelism.pp": args.pp, "parallelism.dp": args.dp,
         "parallelism.cp": args.cp, "parallelism.ep": args.ep, "parallelism.vp": args.vp,
         "parallelism.zero": args.zero, "parallelism.recompute": args.recompute,
+        "parallelism.recompute_fraction": args.recompute_fraction,
         "parallelism.sequence_parallel": args.sequence_parallel,
         "parallelism.micro_batch": args.micro_batch,
         "training.global_batch": args.global_batch, "training.seq_len": args.seq_len,

@@ -38,6 +38,9 @@ class Parallelism(_Spec):
     sequence_parallel: bool = False
     micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_fraction: float = Field(default=1.0, gt=0, le=1,
+                                      description="with full: share of each stage's layers "
+                                                  "recomputed, the rest selective")
 
 
 class Training(_Spec):

@@ -110,7 +110,7 @@ CASES = [  # (config, attention, fused kernels, dropout, infraplan kernel profil
 def test_saved_activation_bytes_match(label, cfg, attention, fused, dropout,
                                                   kernels, recompute, dtype):
     model = build(cfg, getattr(torch, dtype), attention=attention, fused=fused,
-                  dropout=dropout, recompute=recompute)
+                  dropout=dropout, recompute=recompute, fused_loss=kernels == "fused")
     measured, _ = saved_activation_bytes(model, *batch(cfg))
     report = training_memory(
         arch_of(cfg, dropout), "cpu-server", ParallelPlan(micro_batch=BATCH,
@@ -126,7 +126,7 @@ def test_saved_activation_bytes_match(label, cfg, attention, fused, dropout,
 def test_lora_saved_activation_bytes_match(targets, recompute):
     """Frozen base GEMMs keep no input for a weight gradient; each adapter keeps its input
     and its rank-r intermediate."""
-    model = build(LLAMA, attention="sdpa", fused=True, recompute=recompute)
+    model = build(LLAMA, attention="sdpa", fused=True, recompute=recompute, fused_loss=True)
     add_lora(model, targets, rank=8)
     measured, _ = saved_activation_bytes(model, *batch(LLAMA))
     report = training_memory(arch_of(LLAMA), "cpu-server",

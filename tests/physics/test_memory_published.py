@@ -74,14 +74,16 @@ def test_pipeline_ranks_hold_every_layer_once():
     assert interleaved[0][:2] == [0, 8] and len(interleaved[0]) == 12
 
 
-def test_full_recompute_keeps_only_layer_inputs():
+@pytest.mark.parametrize("kernels, logit_bytes", [("fused", 2), ("eager", 4)])
+def test_full_recompute_keeps_only_layer_inputs(kernels, logit_bytes):
     """Korthikanti et al. 2022: full recompute keeps 2 s b h per layer (16-bit)."""
     arch = load_model("llama-2-7b")
-    options = MemoryOptions(seq_len=4096)
+    options = MemoryOptions(seq_len=4096, kernels=kernels)
     report = training_memory(arch, "h100", ParallelPlan(recompute="full"), options)
     edges = report.activations_bytes - 2 * 4096 * arch.hidden_size * arch.num_layers
-    # what remains is outside the layers: token ids, final norm, LM-head input, fp32 logits
-    assert edges == 4096 * (8 + 2 * 4096 + 4 + 2 * 4096 + 4 * arch.vocab_size + 8)
+    # what remains is outside the layers: token ids, final norm, LM-head input, the logits
+    # the loss keeps (16-bit for a fused cross-entropy, fp32 for the eager one), targets
+    assert edges == 4096 * (8 + 2 * 4096 + 4 + 2 * 4096 + logit_bytes * arch.vocab_size + 8)
 
 
 def test_qlora_keeps_base_weights_in_nf4_and_trains_only_adapters():

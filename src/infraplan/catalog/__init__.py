@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from infraplan.catalog.schema import (Accelerator, Constant, ModelEntry, Network, StorageTier,
-                                     System)
+from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Measurement,
+                                     ModelEntry, Network, StorageTier, System)
 from infraplan.catalog.table import Table, load_table
 from infraplan.errors import InputError
 
@@ -27,6 +27,8 @@ class Catalog:
     storage: Table[StorageTier]
     models: Table[ModelEntry]
     memory_overheads: Table[Constant]
+    calibration: Table[Calibration]
+    measurements: Table[Measurement]
 
     def check_references(self) -> None:
         """Every name a row points at exists (a system's GPU, network, local storage)."""
@@ -35,6 +37,9 @@ class Catalog:
             self.networks.get(system.network)
             if system.local_storage:
                 self.storage.get(system.local_storage)
+        for m in self.measurements:
+            if m.target not in self.accelerators and m.target not in self.systems:
+                raise InputError(f"measurements.yaml: {m.name!r} targets unknown {m.target!r}")
         for entry in self.models:
             if not (MODELS_DIR / entry.config_file).is_file():
                 raise InputError(f"models.yaml: {entry.name!r} points at missing "
@@ -60,6 +65,9 @@ def load_catalog() -> Catalog:
         models=load_table(DATA_DIR / "models.yaml", ModelEntry, "model"),
         memory_overheads=load_table(DATA_DIR / "memory_overheads.yaml", Constant,
                                     "memory overhead"),
+        calibration=load_table(DATA_DIR / "calibration.yaml", Calibration, "calibration"),
+        measurements=load_table(DATA_DIR / "measurements.yaml", Measurement, "measurement")
+        if (DATA_DIR / "measurements.yaml").is_file() else Table("measurement", []),
     )
     catalog.check_references()
     return catalog

@@ -77,6 +77,8 @@ class Accelerator(Row):
     memory_bandwidth_bytes_per_s: BytesPerS
     peak_flops: dict[Dtype, FlopsPerS] = Field(
         description="dense peak per dtype (not the 2:4 sparsity figure); int types in OP/s")
+    compute_units: int | None = Field(default=None, ge=1,
+                                      description="SMs / CUs that GEMM tiles spread over")
     tdp_watts: Watts
     scale_up_link: Link = Field(description="GPU-to-GPU link inside a node or slice")
     host_link: Link = Field(description="link to the host CPU and NICs")
@@ -148,3 +150,26 @@ class Constant(Row):
 
     value: float
     unit: str
+
+
+class Measurement(Row):
+    """A published micro-benchmark on one accelerator or node type: what a kernel or a
+    collective actually achieves, as opposed to the datasheet peak."""
+
+    target: str = Field(description="accelerator name, or system name for collectives")
+    kind: Literal["gemm", "attention_forward", "attention_backward", "attention_fwd_bwd",
+                  "memory_bandwidth", "allreduce_intra_node", "allreduce_inter_node",
+                  "alltoall_intra_node", "alltoall_inter_node"]
+    dtype: str | None = Field(default=None, description="bf16, fp16, fp8 for compute kinds")
+    achieved_flops: FlopsPerS | None = Field(default=None, description="compute kinds")
+    achieved_bytes_per_s: BytesPerS | None = Field(
+        default=None, description="memory bandwidth, or collective bus bandwidth (busbw)")
+    problem: str = Field(description="shape / message size / head dim the figure is for")
+    software: str = Field(description="library and version (cuBLAS 12.x, FlashAttention-2)")
+
+
+class Calibration(Constant):
+    """A modelling constant, with the development rows it was fitted on (empty when it is
+    set from a measurement or a document instead)."""
+
+    fitted_on: tuple[str, ...] = ()

@@ -23,24 +23,31 @@ from infraplan.models.arch import MlpSpec, ModelArch
 @dataclass(frozen=True, slots=True)
 class Gemm:
     """A weight GEMM of the model: `tokens_per_token` rows per token of input, in every
-    one of `layers` layers (MoE experts: experts_per_token rows per token)."""
+    one of `layers` layers (MoE experts: experts_per_token rows per token).
+
+    scope: where it runs (attention of every layer, the dense FFN, the MoE block, the head).
+    split: how Megatron-style tensor parallelism cuts it: "column" (fan_out / t), "row"
+    (fan_in / t) or "replicated" (every rank computes it whole)."""
 
     name: str
     fan_in: int
     fan_out: int
     layers: int
     tokens_per_token: float = 1.0
+    scope: str = "attention"
+    split: str = "column"
 
     @property
     def flops_per_token(self) -> float:
         return 2.0 * self.fan_in * self.fan_out * self.layers * self.tokens_per_token
 
 
-def _mlp_gemms(prefix: str, mlp: MlpSpec, hidden: int, layers: int, rows: float) -> list[Gemm]:
+def _mlp_gemms(prefix: str, mlp: MlpSpec, hidden: int, layers: int, rows: float,
+               scope: str) -> list[Gemm]:
     f = mlp.intermediate_size
-    up = [Gemm(f"{prefix}_gate", hidden, f, layers, rows)] if mlp.gated else []
-    return up + [Gemm(f"{prefix}_up", hidden, f, layers, rows),
-                 Gemm(f"{prefix}_down", f, hidden, layers, rows)]
+    up = [Gemm(f"{prefix}_gate", hidden, f, layers, rows, scope)] if mlp.gated else []
+    return up + [Gemm(f"{prefix}_up", hidden, f, layers, rows, scope),
+                 Gemm(f"{prefix}_down", f, hidden, layers, rows, scope, "row")]
 
 
 def gemms(arch: ModelArch) -> tuple[Gemm, ...]:
@@ -48,28 +55,30 @@ def gemms(arch: ModelArch) -> tuple[Gemm, ...]:
     h, at, L = arch.hidden_size, arch.attention, arch.num_layers
     out: list[Gemm] = []
     if at.kind == "mla":
+        # Megatron-Core keeps the low-rank down projections whole on every TP rank
         if at.q_lora_rank is None:
             out.append(Gemm("q", h, at.q_width, L))
         else:
-            out += [Gemm("q_down", h, at.q_lora_rank, L), Gemm("q_up", at.q_lora_rank,
-                                                               at.q_width, L)]
+            out += [Gemm("q_down", h, at.q_lora_rank, L, split="replicated"),
+                    Gemm("q_up", at.q_lora_rank, at.q_width, L)]
         kv_up = at.num_heads * (at.head_dim - at.qk_rope_head_dim + at.v_head_dim)
-        out += [Gemm("kv_down", h, at.kv_lora_rank + at.qk_rope_head_dim, L),
+        out += [Gemm("kv_down", h, at.kv_lora_rank + at.qk_rope_head_dim, L,
+                     split="replicated"),
                 Gemm("kv_up", at.kv_lora_rank, kv_up, L)]
     else:
         out.append(Gemm("qkv", h, at.q_width + 2 * at.num_kv_heads * at.head_dim, L))
-    out.append(Gemm("attn_out", at.out_width, h, L))
+    out.append(Gemm("attn_out", at.out_width, h, L, split="row"))
     if arch.num_dense_layers:
-        out += _mlp_gemms("mlp", arch.mlp, h, arch.num_dense_layers, 1.0)
+        out += _mlp_gemms("mlp", arch.mlp, h, arch.num_dense_layers, 1.0, "dense_mlp")
     if arch.is_moe:
         moe, n = arch.moe, arch.num_moe_layers
-        out.append(Gemm("router", h, moe.num_experts, n))
-        out += _mlp_gemms("expert", moe.expert, h, n, float(moe.experts_per_token))
+        out.append(Gemm("router", h, moe.num_experts, n, scope="moe", split="replicated"))
+        out += _mlp_gemms("expert", moe.expert, h, n, float(moe.experts_per_token), "moe")
         if moe.shared:
-            out += _mlp_gemms("shared", moe.shared, h, n, 1.0)
+            out += _mlp_gemms("shared", moe.shared, h, n, 1.0, "moe")
         if moe.shared_gate:
-            out.append(Gemm("shared_gate", h, 1, n))
-    out.append(Gemm("lm_head", h, arch.vocab_size, 1))
+            out.append(Gemm("shared_gate", h, 1, n, scope="moe", split="replicated"))
+    out.append(Gemm("lm_head", h, arch.vocab_size, 1, scope="head"))
     return tuple(out)
 
 

@@ -13,7 +13,7 @@ from infraplan.models import load_model, param_counts
 from infraplan.models.arch import ModelArch
 from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
-from infraplan.physics.memory.training import (FINETUNE, RECOMPUTE, MemoryOptions,
+from infraplan.physics.memory.training import (FINETUNE, MemoryOptions,
                                                training_memory_arrays)
 from infraplan.training.plan import ParallelPlan, check_plan
 
@@ -122,7 +122,7 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         zero=plan.zero, vp=plan.vp, sequence_parallel=plan.sequence_parallel,
         micro_batch=plan.micro_batch, num_microbatches=m,
-        recompute=RECOMPUTE.index(plan.recompute))
+        recompute=plan.recompute_code)
     counts = param_counts(arch)
     value = {k: float(np.asarray(v)) for k, v in out.items()}
     return MemoryReport(
@@ -147,7 +147,8 @@ def memory_for_scenario(scenario) -> MemoryReport:
     dp = resolve_dp(scenario.hardware.num_gpus, par.tp, par.pp, par.cp, par.dp)
     plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, vp=par.vp,
                         zero=par.zero, sequence_parallel=par.sequence_parallel,
-                        micro_batch=par.micro_batch, recompute=par.recompute)
+                        micro_batch=par.micro_batch, recompute=par.recompute,
+                        recompute_fraction=par.recompute_fraction)
     options = MemoryOptions(seq_len=job.seq_len, precision=job.precision,
                             grad_dtype=job.grad_dtype, optimizer=job.optimizer,
                             kernels=job.kernels, finetune=ft.method, lora_rank=ft.lora_rank,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from infraplan.errors import PlanError
 from infraplan.models.arch import ModelArch
-from infraplan.physics.memory.training import RECOMPUTE
+from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +29,11 @@ class ParallelPlan:
     sequence_parallel: bool = False
     micro_batch: int = 1
     recompute: str = "none"
+    recompute_fraction: float = 1.0  # with "full": share of each stage's layers recomputed
+
+    @property
+    def recompute_code(self) -> float:
+        return recompute_code(self.recompute, self.recompute_fraction)
 
     @property
     def num_gpus(self) -> int:
@@ -39,7 +44,10 @@ class ParallelPlan:
                  f"DP={self.dp}"]
         parts += [f"CP={self.cp}"] if self.cp > 1 else []
         parts += [f"EP={self.ep}"] if self.ep > 1 else []
-        parts += [f"ZeRO-{self.zero}", f"mb={self.micro_batch}", f"recompute={self.recompute}"]
+        recompute = self.recompute
+        if recompute == "full" and self.recompute_fraction < 1:
+            recompute += f"({self.recompute_fraction:.0%} of layers, rest selective)"
+        parts += [f"ZeRO-{self.zero}", f"mb={self.micro_batch}", f"recompute={recompute}"]
         parts += ["SP"] if self.sequence_parallel and self.tp > 1 else []
         return " ".join(parts)
 
@@ -80,6 +88,8 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
     if plan.recompute not in RECOMPUTE:
         raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got "
                         f"{plan.recompute!r}")
+    if not 0 < plan.recompute_fraction <= 1:
+        raise PlanError(f"recompute_fraction must be in (0, 1], got {plan.recompute_fraction}")
     if at.num_heads % plan.tp:
         raise PlanError(f"tp={plan.tp} does not divide the {at.num_heads} attention heads of "
                         f"{arch.name}", fix=f"use tp in {_show(divisors(at.num_heads))}")
@@ -100,10 +110,9 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
     if plan.vp > 1:
         if plan.pp == 1:
             raise PlanError("vp (virtual pipeline stages) > 1 needs pp > 1")
-        if arch.num_layers % (plan.pp * plan.vp):
-            raise PlanError(f"pp*vp = {plan.pp * plan.vp} must divide the {arch.num_layers} "
-                            f"layers for the interleaved schedule",
-                            fix=f"use pp*vp in {_show(divisors(arch.num_layers))}")
+        if plan.pp * plan.vp > arch.num_layers:
+            raise PlanError(f"pp*vp = {plan.pp * plan.vp} model chunks exceed the "
+                            f"{arch.num_layers} layers", fix="lower vp")
     if plan.cp > 1:
         if seq_len % (2 * plan.cp):
             raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {2 * plan.cp} "

@@ -34,9 +34,12 @@ KERNELS = ("fused", "eager")
 FP32_BYTES = 4  # norm statistics, log-sum-exp, router probabilities, loss logits
 INDEX_BYTES = 8  # int64 token ids and targets
 MASK_BYTES = 1  # torch dropout masks are bool
-# Cross-entropy runs on fp32 logits (Megatron's vocab-parallel cross entropy upcasts; so
-# does the usual `F.cross_entropy(logits.float(), y)`): the saved softmax is 4 V bytes/token.
-LOSS_LOGIT_BYTES = FP32_BYTES
+# Eager cross-entropy runs on fp32 logits (`F.cross_entropy(logits.float(), y)`, Megatron's
+# unfused vocab-parallel cross entropy): it saves a 4 V bytes/token softmax and, while it
+# runs, holds the 16-bit logits and the fp32 gradient besides. A fused cross-entropy kernel
+# (Megatron-Core's cross_entropy_loss_fusion, Transformer Engine's, Liger's) keeps only the
+# 16-bit logits and overwrites them with their gradient in place.
+EAGER_LOSS_LOGIT_BYTES = FP32_BYTES
 
 Scaling = Literal["replicated", "tensor", "per_key"]
 
@@ -161,15 +164,22 @@ def embedding_terms(arch: ModelArch, widths: Widths) -> list[Term]:
     return terms
 
 
-def output_terms(arch: ModelArch, widths: Widths) -> list[Term]:
-    """Last pipeline stage: final norm, LM-head input, fp32 logits of the loss, targets
-    (Korthikanti et al. 2022: 4 s b h (1 + V / h) / t for 16-bit h tensors)."""
+def output_terms(arch: ModelArch, widths: Widths, kernels: str = "fused") -> list[Term]:
+    """Last pipeline stage: final norm, LM-head input, the logits the loss keeps, targets
+    (Korthikanti et al. 2022: 4 s b h (1 + V / h) / t for 16-bit h tensors, eager loss)."""
     h = arch.hidden_size
+    logit_bytes = widths.act if kernels == "fused" else EAGER_LOSS_LOGIT_BYTES
     return _norm("final_norm", arch, h, widths) + [
         Term("lm_head_input", widths.gemm_in * h, "replicated", "gemm_input", "lm_head"),
-        Term("loss_logits", LOSS_LOGIT_BYTES * arch.vocab_size, "tensor"),
+        Term("loss_logits", logit_bytes * arch.vocab_size, "tensor"),
         Term("targets", INDEX_BYTES, "replicated"),
     ]
+
+
+def loss_transient_bytes_per_token(arch: ModelArch, widths: Widths, kernels: str) -> float:
+    """Beyond what the loss saves, while it runs (per token, before TP): the eager loss
+    holds the 16-bit logits and the fp32 gradient of the logits; a fused one nothing."""
+    return 0.0 if kernels == "fused" else (widths.act + FP32_BYTES) * arch.vocab_size
 
 
 def layer_input_bytes(arch: ModelArch, widths: Widths) -> float:

@@ -31,6 +31,22 @@ from infraplan.physics.memory.states import (FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
                                              state_bytes)
 
 RECOMPUTE = ("none", "selective", "full")
+
+
+def recompute_code(mode: str, fraction: float = 1.0) -> float:
+    """Numeric recompute knob: 0 none, 1 selective, 1 + f for full recompute of a fraction f
+    of each stage's layers (the rest selective; Megatron-LM --recompute-method block
+    --recompute-num-layers), 2 for full recompute of every layer."""
+    index = RECOMPUTE.index(mode)
+    return 1.0 + fraction if index == 2 else float(index)
+
+
+def recompute_weights(code):
+    """Share of layers under (none, selective, full) recompute for numeric codes."""
+    code = np.asarray(code, dtype=float)
+    full = np.clip(code - 1.0, 0.0, 1.0)
+    none = (code < 1.0).astype(float)
+    return none, 1.0 - none - full, full
 FINETUNE = ("full", "lora", "qlora")
 
 
@@ -113,7 +129,7 @@ def _edge_bytes(arch: ModelArch, options: MemoryOptions) -> tuple[np.ndarray, np
     """(replicated, tensor) bytes per token of the first-stage and last-stage extras."""
     widths, targets = _widths(options), _targets(options)
     first = _sum_by_scaling(act.embedding_terms(arch, widths), targets, False)
-    last = _sum_by_scaling(act.output_terms(arch, widths), targets, False)
+    last = _sum_by_scaling(act.output_terms(arch, widths, options.kernels), targets, False)
     return first, last
 
 
@@ -128,7 +144,7 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
                            recompute) -> dict[str, np.ndarray]:
     """Bytes per accelerator at the worst pipeline rank, one entry per plan.
 
-    `recompute` holds indices into RECOMPUTE. Returns weights, gradients, optimizer,
+    `recompute` holds codes from `recompute_code`. Returns weights, gradients, optimizer,
     activations, overhead and total bytes, the rank, parameters per accelerator, and the
     overhead's parts as "overhead.<name>".
     """
@@ -217,11 +233,11 @@ def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc):
     tokens = mb * options.seq_len / cp  # tokens of one micro-batch on this accelerator
     keys = float(options.seq_len)  # eager attention scores every key of the sequence
     rep_div = np.where(sp > 0, tp, 1.0)
-    mode = rc.astype(int)
+    weights = recompute_weights(rc)
 
     def per_token(lb: _LayerBytes):
-        return (lb.replicated[mode] / rep_div + lb.tensor[mode] / tp
-                + lb.per_key[mode] * keys / tp)
+        return sum(w * (lb.replicated[i] / rep_div + lb.tensor[i] / tp
+                        + lb.per_key[i] * keys / tp) for i, w in enumerate(weights))
 
     n_layers = stages.layers[rank]
     n_moe = stages.moe_layers[rank]
@@ -238,8 +254,6 @@ def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc):
     loss_transient = np.zeros_like(total)
     if rank == pp - 1:
         total = total + tokens * (last[0] / rep_div + last[1] / tp)
-        # While the loss runs, the 16-bit logits and the fp32 gradient of the logits live
-        # beside the saved fp32 softmax: (act + 4) V / t bytes per token, for one micro-batch.
-        loss_transient = tokens * (_widths(options).act + act.FP32_BYTES) * \
-            arch.vocab_size / tp
+        loss_transient = tokens * act.loss_transient_bytes_per_token(
+            arch, _widths(options), options.kernels) / tp
     return total, loss_transient

@@ -1,0 +1,70 @@
+"""Time of the kernels a training step runs on one accelerator, vectorised over plans.
+
+GEMMs: a roofline (Williams et al. 2009) whose compute roof is the achievable fraction of
+the dense peak, lowered for shapes that fill the chip poorly. A GEMM's output is cut into
+tiles, one per SM at a time; the last "wave" of tiles leaves SMs idle, and a tile hanging
+over the matrix edge computes padding (the "wave quantization" and "tile quantization"
+effects of NVIDIA's Matrix Multiplication Background guide). cuBLAS picks among a few tile
+shapes; we take the best. The memory roof is reading A and B and writing C once.
+
+Attention: FlashAttention-style kernels at a measured fraction of peak; eager attention as
+two batched GEMMs plus a memory-bound softmax over the s x s scores.
+Element-wise work (norms, activations, residuals, optimizer) runs at a measured fraction of
+the memory bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# (tile rows, tile cols, relative efficiency): CUTLASS/cuBLAS tensor-core tile shapes; a
+# smaller tile re-reads its operands more often per FLOP and runs slower.
+GEMM_TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.92), (64, 128, 0.80))
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """What the kernel model needs of one accelerator, efficiencies applied."""
+
+    gemm_flops: float  # achievable dense FLOP/s of a large GEMM in the training dtype
+    attention_flops: float  # achievable FLOP/s of the fused attention kernel
+    memory_bytes_per_s: float  # achievable HBM bandwidth
+    compute_units: int | None  # SMs / CUs; None: no wave quantization
+    kernel_overhead_s: float  # fixed cost per kernel (launch, ramp-up, tail)
+
+
+def wave_efficiency(m, n, compute_units: int | None):
+    """Fraction of the chip a GEMM with an m x n output keeps busy, best tile shape."""
+    m, n = np.asarray(m, dtype=float), np.asarray(n, dtype=float)
+    if compute_units is None:
+        return np.ones(np.broadcast(m, n).shape)
+    best = np.zeros(np.broadcast(m, n).shape)
+    for tm, tn, tile_eff in GEMM_TILES:
+        tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
+        tiles = tiles_m * tiles_n
+        waves = np.ceil(tiles / compute_units)
+        padding = (m * n) / (tiles_m * tm * tiles_n * tn)
+        best = np.maximum(best, tile_eff * padding * tiles / (waves * compute_units))
+    return best
+
+
+def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0):
+    """Seconds for `count` GEMMs of (m x k) @ (k x n): the slower of compute and memory."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    flops = 2.0 * m * n * k
+    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units))
+    memory = (m * k + k * n + m * n) * bytes_per_element / device.memory_bytes_per_s
+    return count * (np.maximum(compute, memory) + device.kernel_overhead_s)
+
+
+def attention_time(device: Device, flops, count=1.0):
+    """Seconds of fused attention doing `flops` (forward or backward matmul FLOPs)."""
+    return flops / device.attention_flops + count * device.kernel_overhead_s
+
+
+def memory_time(device: Device, bytes_moved, count=1.0):
+    """Seconds of memory-bound element-wise work moving `bytes_moved` bytes."""
+    return np.asarray(bytes_moved, dtype=float) / device.memory_bytes_per_s + \
+        count * device.kernel_overhead_s

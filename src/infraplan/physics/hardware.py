@@ -1,0 +1,113 @@
+"""From catalog rows to what the kernel and collective models need: achievable rates.
+
+Achievable = datasheet peak x the fraction a published micro-benchmark reached on that chip
+(catalog/data/measurements.yaml; a named default where none is published) x, for compute
+inside a training step, the calibrated `training-derate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import Accelerator, Network, System  # noqa: F401
+from infraplan.physics.collectives import Fabric
+from infraplan.physics.compute import Device
+
+
+def calibration(name: str) -> float:
+    return load_catalog().calibration.get(name).value
+
+
+def _best_fraction(target: str, kinds: tuple[str, ...], peak: float, *,
+                   dtypes: tuple[str, ...] | None = None, use_bytes: bool = False,
+                   pick=max) -> float | None:
+    """Published achieved/peak among matching measurements, the highest by default (None
+    if none): kernels are judged by what a well-shaped problem reaches."""
+    fractions = []
+    for m in load_catalog().measurements:
+        if m.target != target or m.kind not in kinds:
+            continue
+        if dtypes is not None and m.dtype not in dtypes:
+            continue
+        achieved = m.achieved_bytes_per_s if use_bytes else m.achieved_flops
+        if achieved:
+            fractions.append(min(achieved / peak, 1.0))
+    return pick(fractions) if fractions else None
+
+
+_SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def gemm_dtype(precision: str) -> str:
+    return {"fp32": "fp32", "fp8": "fp8"}.get(precision, precision)
+
+
+@lru_cache(maxsize=128)
+def device(gpu_name: str, precision: str) -> Device:
+    gpu = load_catalog().accelerators.get(gpu_name)
+    dtype = gemm_dtype(precision)
+    peak = gpu.peak_flops_for(dtype)
+    dtypes = (dtype,) if dtype in ("fp8", "fp32") else _SIXTEEN_BIT
+    gemm = _best_fraction(gpu.name, ("gemm",), peak, dtypes=dtypes) or calibration(
+        "default-gemm-fraction")
+    # attention runs in 16-bit even in fp8 training (Transformer Engine default)
+    peak16 = gpu.peak_flops_for("bf16" if "bf16" in gpu.peak_flops else "fp16") \
+        if any(d in gpu.peak_flops for d in _SIXTEEN_BIT) else peak
+    attention = _best_fraction(gpu.name, ("attention_fwd_bwd", "attention_backward"),
+                               peak16, dtypes=_SIXTEEN_BIT) or calibration(
+        "default-attention-fraction")
+    memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
+                            use_bytes=True) or calibration("default-memory-fraction")
+    derate = calibration("training-derate")
+    return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
+                  memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
+                  compute_units=gpu.compute_units,
+                  kernel_overhead_s=calibration("kernel-overhead"))
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """One accelerator type in nodes of `system`, connected by `network`."""
+
+    gpu: Accelerator
+    system: System
+    network: Network
+
+    @property
+    def nic_bytes_per_s_per_gpu(self) -> float:
+        return (self.system.nics_per_node * self.network.bandwidth_bytes_per_s_per_direction
+                / self.system.accelerators_per_node)
+
+
+@lru_cache(maxsize=128)
+def cluster(gpu_name: str, system_name: str | None = None) -> Cluster:
+    catalog = load_catalog()
+    gpu = catalog.accelerators.get(gpu_name)
+    system = catalog.systems.get(system_name) if system_name else catalog.system_for(gpu.name)
+    return Cluster(gpu=gpu, system=system, network=catalog.networks.get(system.network))
+
+
+def fabric(c: Cluster) -> Fabric:
+    return _fabric(c.gpu.name, c.system.name)
+
+
+@lru_cache(maxsize=128)
+def _fabric(gpu_name: str, system_name: str) -> Fabric:
+    c = cluster(gpu_name, system_name)
+    intra_nominal = c.system.intra_node_bandwidth_bytes_per_s_per_direction
+    # The lowest all-reduce figure is the ring one: NVLink SHARP (NVLS) all-reduce beats
+    # the link rate but serves only some collectives, and the model here is ring/tree.
+    intra = _best_fraction(c.system.name, ("allreduce_intra_node",), intra_nominal,
+                           use_bytes=True, pick=min) or calibration(
+        "default-intra-node-bus-fraction")
+    g = c.system.accelerators_per_node
+    inter_nominal = min(intra_nominal, g * c.nic_bytes_per_s_per_gpu)
+    inter = _best_fraction(c.system.name, ("allreduce_inter_node",), inter_nominal,
+                           use_bytes=True, pick=min) or calibration(
+        "default-inter-node-bus-fraction")
+    software = calibration("collective-latency")
+    return Fabric(gpus_per_node=g, intra_bytes_per_s=intra_nominal * intra,
+                  inter_bytes_per_s=c.nic_bytes_per_s_per_gpu * inter,
+                  intra_latency_s=software, inter_latency_s=software + c.network.latency_s)

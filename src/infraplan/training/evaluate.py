@@ -1,0 +1,135 @@
+"""Evaluate training plans: memory, step time, throughput, MFU/HFU, time, GPU-hours, energy.
+
+`evaluate_plans` works on NumPy arrays of plans (one entry each); `evaluate_plan` wraps it for
+one `ParallelPlan` and returns a `PlanResult` with the step-time breakdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import StorageTier
+from infraplan.models.arch import ModelArch
+from infraplan.physics import hardware
+from infraplan.physics.memory.training import (MemoryOptions, recompute_weights,
+                                               training_memory_arrays)
+from infraplan.training.layer_time import PlanArrays
+from infraplan.training.plan import ParallelPlan
+from infraplan.training.step_time import BREAKDOWN, StepOptions, flops_per_step, \
+    step_time_arrays
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingJob:
+    """What is trained: fixed across the plans of a search."""
+
+    seq_len: int
+    global_batch: int
+    tokens: float | None = None  # tokens to train on (time to train, GPU-hours)
+    precision: str = "bf16"
+    grad_dtype: str | None = None
+    optimizer: str = "adamw"
+    kernels: str = "fused"
+    storage: str | None = None  # storage tier name; None: no data-loading check
+
+    def step_options(self) -> StepOptions:
+        return StepOptions(seq_len=self.seq_len, global_batch=self.global_batch,
+                           precision=self.precision, grad_dtype=self.grad_dtype,
+                           optimizer=self.optimizer, kernels=self.kernels)
+
+    def memory_options(self) -> MemoryOptions:
+        return MemoryOptions(seq_len=self.seq_len, precision=self.precision,
+                             grad_dtype=self.grad_dtype, optimizer=self.optimizer,
+                             kernels=self.kernels)
+
+
+def plan_arrays(**columns) -> PlanArrays:
+    """PlanArrays from equal-length columns (recompute given as codes)."""
+    arrays = np.broadcast_arrays(*(np.asarray(columns[k], dtype=float) for k in (
+        "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches")))
+    return PlanArrays(*arrays)
+
+
+def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *,
+                   system: str | None = None) -> dict[str, np.ndarray]:
+    """Everything the search ranks by, one entry per plan."""
+    c = hardware.cluster(gpu, system)
+    dev = hardware.device(c.gpu.name, job.precision)
+    fab = hardware.fabric(c)
+    gpus = p.tp * p.pp * p.dp * p.cp
+    nodes = np.ceil(gpus / c.system.accelerators_per_node)
+    storage: StorageTier | None = load_catalog().storage.get(job.storage) if job.storage \
+        else None
+    steps = step_time_arrays(arch, dev, fab, job.step_options(), p, storage=storage,
+                             num_nodes=nodes)
+    memory = training_memory_arrays(
+        arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, zero=p.zero,
+        vp=p.vp, sequence_parallel=p.sp, micro_batch=p.mb, num_microbatches=p.microbatches,
+        recompute=p.recompute)
+    model_flops, _ = flops_per_step(arch, job.step_options())
+    _, selective, full = recompute_weights(p.recompute)
+    hw_flops = model_flops + full * (flops_per_step(arch, job.step_options(), "full")[1]
+                                     - model_flops) + selective * (
+        flops_per_step(arch, job.step_options(), "selective")[1] - model_flops)
+    peak = c.gpu.peak_flops_for(hardware.gemm_dtype(job.precision))
+    step = steps["step"]
+    tokens_per_step = job.global_batch * job.seq_len
+    out = {f"time.{k}": steps[k] for k in BREAKDOWN}
+    out.update(
+        step_s=step, gpus=gpus, nodes=nodes, tokens_per_s=tokens_per_step / step,
+        mfu=model_flops / (step * gpus * peak), hfu=hw_flops / (step * gpus * peak),
+        memory_bytes=memory["total"], capacity_bytes=np.full_like(step, c.gpu.memory_bytes),
+        fits=memory["total"] <= c.gpu.memory_bytes,
+    )
+    if job.tokens:
+        train_s = job.tokens / out["tokens_per_s"]
+        out.update(time_to_train_s=train_s, gpu_hours=train_s * gpus / SECONDS_PER_HOUR,
+                   energy_kwh=train_s * gpus * c.gpu.tdp_watts / 3.6e6)
+    return out
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: ParallelPlan
+    accelerator: str
+    step_s: float
+    breakdown_s: dict[str, float]
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    memory_bytes: float
+    capacity_bytes: float
+    fits: bool
+    time_to_train_s: float | None = None
+    gpu_hours: float | None = None
+    energy_kwh: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["plan"] = asdict(self.plan)
+        data["num_gpus"] = self.plan.num_gpus
+        return data
+
+
+def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPlan, *,
+                  system: str | None = None) -> PlanResult:
+    m = job.global_batch // (plan.dp * plan.micro_batch)
+    p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
+                    zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,
+                    recompute=plan.recompute_code, microbatches=m)
+    p = PlanArrays(*(np.atleast_1d(getattr(p, f)) for f in p.__dataclass_fields__))
+    out = evaluate_plans(arch, gpu, job, p, system=system)
+    scalar = {k: float(v[0]) for k, v in out.items()}
+    return PlanResult(
+        plan=plan, accelerator=hardware.cluster(gpu, system).gpu.name, step_s=scalar["step_s"],
+        breakdown_s={k.split(".", 1)[1]: v for k, v in scalar.items() if k.startswith("time.")},
+        tokens_per_s=scalar["tokens_per_s"], mfu=scalar["mfu"], hfu=scalar["hfu"],
+        memory_bytes=scalar["memory_bytes"], capacity_bytes=scalar["capacity_bytes"],
+        fits=bool(scalar["fits"]), time_to_train_s=scalar.get("time_to_train_s"),
+        gpu_hours=scalar.get("gpu_hours"), energy_kwh=scalar.get("energy_kwh"))

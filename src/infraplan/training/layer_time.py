@@ -1,0 +1,175 @@
+"""Time of one decoder layer for one micro-batch on one accelerator, vectorised over plans.
+
+Per layer kind (dense FFN or MoE block): forward and backward kernels, what recomputation
+repeats, and the communication the layer cannot hide: tensor-parallel collectives (on the
+critical path in Megatron-LM), context-parallel ring attention beyond what the attention
+kernel hides, and expert-parallel all-to-alls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infraplan.models.arch import ModelArch
+from infraplan.models.flops import attended_keys_per_sequence, gemms
+from infraplan.physics import collectives as coll
+from infraplan.physics.compute import Device, attention_time, gemm_time, memory_time
+from infraplan.physics.memory.training import recompute_weights
+
+ACT_BYTES = 2.0  # bf16/fp16 activations and communication buffers
+FLASH_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls against the forward's 2
+
+
+@dataclass(frozen=True)
+class PlanArrays:
+    """Plan knobs as float arrays of one shape (recompute: codes of
+    physics.memory.training.recompute_code)."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    vp: np.ndarray
+    zero: np.ndarray
+    sp: np.ndarray
+    mb: np.ndarray
+    recompute: np.ndarray
+    microbatches: np.ndarray
+
+    def subset(self, mask) -> PlanArrays:
+        return PlanArrays(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    forward: np.ndarray  # kernels of the forward pass
+    backward: np.ndarray
+    recompute: np.ndarray  # what the plan's recompute mode repeats
+    tp_comm: np.ndarray  # exposed tensor-parallel collectives (forward, backward, recompute)
+    cp_exposed: np.ndarray
+    ep_comm: np.ndarray
+    attention_forward: np.ndarray  # the attention core alone (selective recompute)
+
+    @property
+    def total(self) -> np.ndarray:
+        return (self.forward + self.backward + self.recompute + self.tp_comm + self.cp_exposed
+                + self.ep_comm)
+
+
+def _gemm_shape(g, tokens, tp, ep, arch: ModelArch):
+    """(rows, cols, depth, count) of one GEMM on one rank."""
+    n = g.fan_out / tp if g.split == "column" else np.full_like(tp, g.fan_out, dtype=float)
+    k = g.fan_in / tp if g.split == "row" else np.full_like(tp, g.fan_in, dtype=float)
+    if g.name.startswith("expert_"):
+        experts = arch.moe.num_experts
+        rows = tokens * g.tokens_per_token * ep / experts  # tokens routed to each expert
+        return rows, n, k, experts / ep
+    return tokens * g.tokens_per_token, n, k, np.ones_like(tokens)
+
+
+def _elementwise_bytes(arch: ModelArch, moe_layer: bool) -> tuple[float, float]:
+    """(replicated, tensor-sharded) bytes per token a layer's forward moves through
+    element-wise kernels: two norms and two residual adds (Megatron's fused
+    bias-dropout-add: read 2h, write h), RoPE on q and k, the activation function."""
+    h, at, e = arch.hidden_size, arch.attention, ACT_BYTES
+    replicated = 2 * 2 * h * e + 2 * 3 * h * e
+    tensor = 0.0 if arch.learned_positions else 2 * (at.num_heads + at.num_kv_heads) * \
+        at.head_dim * e
+    mlps = [(arch.mlp, 1.0)] if not moe_layer else [(arch.moe.expert,
+                                                     float(arch.moe.experts_per_token))]
+    if moe_layer and arch.moe.shared:
+        mlps.append((arch.moe.shared, 1.0))
+        # permute and un-permute copies of the k routed rows
+    if moe_layer:
+        replicated += 4 * arch.moe.experts_per_token * h * e
+    for mlp, rows in mlps:
+        tensor += rows * (3 if mlp.gated else 2) * mlp.intermediate_size * e
+    return replicated, tensor
+
+
+def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
+               seq_len: int, kernels: str, gemm_bytes: float, moe_layer: bool) -> LayerTime:
+    tokens = p.mb * seq_len / p.cp
+    scopes = ("attention", "moe") if moe_layer else ("attention", "dense_mlp")
+    fwd = np.zeros_like(tokens)
+    bwd = np.zeros_like(tokens)
+    for g in gemms(arch):
+        if g.scope not in scopes:
+            continue
+        m, n, k, count = _gemm_shape(g, tokens, p.tp, p.ep, arch)
+        fwd = fwd + gemm_time(dev, m, n, k, bytes_per_element=gemm_bytes, count=count)
+        # backward: input gradient (m x k, over n) and weight gradient (k x n, over m)
+        bwd = bwd + gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, count=count) \
+            + gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, count=count)
+
+    attn_fwd, attn_bwd = _attention(arch, dev, p, seq_len, kernels)
+    rep, ten = _elementwise_bytes(arch, moe_layer)
+    elem = memory_time(dev, tokens * (rep / np.where(p.sp > 0, p.tp, 1.0) + ten / p.tp),
+                       count=6)
+    forward = fwd + attn_fwd + elem
+    backward = bwd + attn_bwd + 2 * elem
+    _, selective, full = recompute_weights(p.recompute)
+    recompute = full * forward + selective * attn_fwd
+
+    tp_comm = _tensor_parallel_comm(arch, fab, p, tokens)
+    cp_exposed = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
+    ep_comm = _expert_all_to_all(arch, fab, p, tokens) if moe_layer else np.zeros_like(tokens)
+    return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd)
+
+
+def _attention(arch, dev, p, seq_len, kernels):
+    at = arch.attention
+    heads = at.num_heads / p.tp
+    if kernels == "fused":
+        # causal flash attention skips the masked half of the score blocks
+        keys = float(attended_keys_per_sequence(arch, seq_len, causal=True))
+        flops = p.mb * keys * 2 * heads * (at.head_dim + at.v_head_dim) / p.cp
+        return attention_time(dev, flops), attention_time(dev, FLASH_BACKWARD_FACTOR * flops)
+    # eager: Q K^T and P V as batched GEMMs over every key, softmax through memory
+    batch = p.mb * heads
+    s = float(seq_len)
+    scores = gemm_time(dev, s, s, at.head_dim, bytes_per_element=ACT_BYTES, count=batch)
+    values = gemm_time(dev, s, at.v_head_dim, s, bytes_per_element=ACT_BYTES, count=batch)
+    passes = 4 if arch.attention_dropout > 0 else 2  # read scores, write probs (+ dropout)
+    softmax = memory_time(dev, batch * s * s * ACT_BYTES * passes, count=2)
+    return scores + values + softmax, 2 * (scores + values) + 1.5 * softmax
+
+
+def _tensor_parallel_comm(arch, fab, p, tokens):
+    """Megatron-LM: two all-reduces of the layer output per pass (after attention and after
+    the FFN), forward and backward, again in a full recompute; with sequence parallelism
+    each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
+    et al. 2022)."""
+    size = tokens * arch.hidden_size * ACT_BYTES
+    group = coll.group(p.tp, 1.0, fab)
+    passes = 2 + recompute_weights(p.recompute)[2]  # forward, backward, recomputed forward
+    all_reduce = coll.all_reduce(size, group, fab)
+    rs_plus_ag = 2 * coll.reduce_scatter(size, group, fab)
+    return 2 * passes * np.where(p.sp > 0, rs_plus_ag, all_reduce)
+
+
+def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
+    """Context parallelism (ring attention, Liu et al. 2023; Megatron-LM CP): cp - 1 steps
+    pass each rank's K and V chunk to its neighbour while the attention of the current
+    chunk runs; the backward also passes dK and dV. Only what the kernel cannot hide shows."""
+    at = arch.attention
+    kv_heads = at.num_heads if at.kind == "mla" else at.num_kv_heads
+    chunk = p.mb * seq_len / p.cp * kv_heads / p.tp * (at.head_dim + at.v_head_dim) * ACT_BYTES
+    same_node = p.tp * p.cp <= fab.gpus_per_node
+    step = coll.send_recv(chunk, same_node, fab)
+    steps = p.cp - 1
+    exposed = np.maximum(0.0, steps * step - attn_fwd) + np.maximum(
+        0.0, steps * 2 * step - attn_bwd)
+    return np.where(p.cp > 1, exposed, 0.0)
+
+
+def _expert_all_to_all(arch, fab, p, tokens):
+    """Dispatch and combine all-to-alls of the k routed copies of each token, forward and
+    backward (and the recomputed forward); expert-parallel ranks follow TP and CP."""
+    size = tokens * arch.moe.experts_per_token * arch.hidden_size * ACT_BYTES
+    group = coll.group(p.ep, p.tp * p.cp, fab)
+    passes = 2 + recompute_weights(p.recompute)[2]
+    return 2 * passes * coll.all_to_all(size, group, fab)

@@ -1,0 +1,203 @@
+"""Search the plan space: evaluate every runnable plan at once, keep those that fit, rank by
+time, and return the time vs GPU-hours Pareto frontier and why the other knob values lost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infraplan.errors import InputError
+from infraplan.models.arch import ModelArch
+from infraplan.physics import hardware
+from infraplan.training.evaluate import PlanResult, TrainingJob, evaluate_plan, evaluate_plans
+from infraplan.training.plan import ParallelPlan
+from infraplan.training.space import Knobs, build_space
+from infraplan.training.step_time import BREAKDOWN
+from infraplan.units import GiB
+
+KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp": "VP",
+               "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
+               "sp": "sequence parallel"}
+COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
+                    "tp_comm": "tensor-parallel communication",
+                    "cp_comm": "context-parallel communication",
+                    "ep_comm": "expert all-to-all", "pp_p2p": "pipeline sends",
+                    "bubble": "pipeline bubble", "dp_comm": "data-parallel sync",
+                    "zero3_comm": "ZeRO-3 gathers", "optimizer": "optimizer step",
+                    "data_stall": "data loading"}
+
+
+@dataclass
+class SearchResult:
+    best: list[PlanResult]
+    frontier: list[PlanResult]
+    rejected: list[str]
+    configs_evaluated: int
+    candidates: int
+    fitting: int
+    search_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"best": [p.to_json() for p in self.best],
+                "frontier": [p.to_json() for p in self.frontier],
+                "rejected": self.rejected, "configs_evaluated": self.configs_evaluated,
+                "candidates": self.candidates, "fitting": self.fitting,
+                "search_seconds": self.search_seconds, "notes": self.notes}
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    gpu: str
+    cols: dict[str, np.ndarray]  # knob columns
+    out: dict[str, np.ndarray]  # evaluation results
+
+
+def _evaluate_gpu(arch, gpu, job, knobs, system):
+    space = build_space(arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch)
+    p = space.plans
+    out = evaluate_plans(arch, gpu, job, p, system=system) if len(p.tp) else {}
+    cols = {k: getattr(p, k) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp",
+                                       "mb", "recompute")}
+    return _Evaluated(gpu, cols, out), space.candidates, len(p.tp)
+
+
+def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
+    c = {k: v[i] for k, v in ev.cols.items()}
+    return ParallelPlan(tp=int(c["tp"]), pp=int(c["pp"]), dp=int(c["dp"]), cp=int(c["cp"]),
+                        ep=int(c["ep"]), vp=int(c["vp"]), zero=int(c["zero"]),
+                        sequence_parallel=bool(c["sp"]), micro_batch=int(c["mb"]),
+                        **recompute_knob(float(c["recompute"])))
+
+
+def recompute_knob(code: float) -> dict:
+    """ParallelPlan fields of a numeric recompute code."""
+    if code < 1:
+        return {"recompute": "none", "recompute_fraction": 1.0}
+    if code == 1:
+        return {"recompute": "selective", "recompute_fraction": 1.0}
+    return {"recompute": "full", "recompute_fraction": round(code - 1.0, 6)}
+
+
+def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
+           top: int = 5, system: str | None = None, deadline_s: float | None = None,
+           budget_gpu_hours: float | None = None) -> SearchResult:
+    start = time.perf_counter()
+    evaluated, candidates, count = [], 0, 0
+    for gpu in gpus:
+        ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, system if len(gpus) == 1 else None)
+        evaluated.append(ev)
+        candidates += cands
+        count += n
+    ranked = []  # (objective, ev, index)
+    fitting = 0
+    for ev in evaluated:
+        if not ev.out:
+            continue
+        ok = ev.out["fits"].copy()
+        fitting += int(ok.sum())
+        if deadline_s is not None and "time_to_train_s" in ev.out:
+            ok &= ev.out["time_to_train_s"] <= deadline_s
+        if budget_gpu_hours is not None and "gpu_hours" in ev.out:
+            ok &= ev.out["gpu_hours"] <= budget_gpu_hours
+        objective = ev.out.get("time_to_train_s", ev.out["step_s"])
+        for i in np.flatnonzero(ok)[np.argsort(objective[ok])[: max(top, 64)]]:
+            ranked.append((float(objective[i]), ev, int(i)))
+    ranked.sort(key=lambda r: r[0])
+    elapsed = time.perf_counter() - start
+    if not ranked:
+        raise InputError(_nothing_fits(evaluated, count, deadline_s, budget_gpu_hours))
+    results = [_result(arch, ev, i, job, system) for _, ev, i in ranked[:top]]
+    frontier = [_result(arch, ev, i, job, system) for ev, i in _frontier(evaluated, deadline_s,
+                                                                         budget_gpu_hours)]
+    best_ev, best_i = ranked[0][1], ranked[0][2]
+    return SearchResult(best=results, frontier=frontier,
+                        rejected=_why_rejected(best_ev, best_i),
+                        configs_evaluated=count, candidates=candidates, fitting=fitting,
+                        search_seconds=elapsed)
+
+
+def _result(arch, ev, i, job, system) -> PlanResult:
+    return evaluate_plan(arch, ev.gpu, job, _plan_at(ev, i), system=system)
+
+
+def _frontier(evaluated, deadline_s, budget):
+    """Plans no other plan beats on both time and GPU-hours (per step when no token
+    budget is given: step time vs GPU-seconds per step)."""
+    points = []
+    for ev in evaluated:
+        if not ev.out:
+            continue
+        t = ev.out.get("time_to_train_s", ev.out["step_s"])
+        cost = ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"])
+        ok = np.flatnonzero(ev.out["fits"])
+        for i in ok:
+            points.append((float(t[i]), float(cost[i]), ev, int(i)))
+    points.sort(key=lambda x: (x[0], x[1]))
+    frontier, best_cost = [], np.inf
+    for t, cost, ev, i in points:
+        if cost < best_cost * (1 - 1e-9):
+            frontier.append((ev, i))
+            best_cost = cost
+    return frontier[:12]
+
+
+def _why_rejected(ev: _Evaluated, best: int) -> list[str]:
+    """For each knob, the best plan with another value of it, and what made it lose."""
+    out = ev.out
+    reasons = []
+    step = out["step_s"]
+    for knob, label in KNOB_LABELS.items():
+        values = np.unique(ev.cols[knob])
+        for value in values:
+            if value == ev.cols[knob][best]:
+                continue
+            rows = np.flatnonzero(ev.cols[knob] == value)
+            shown = _knob_value(knob, value)
+            fit_rows = rows[out["fits"][rows]]
+            if len(fit_rows) == 0:
+                need = out["memory_bytes"][rows].min() / GiB
+                cap = out["capacity_bytes"][best] / GiB
+                reasons.append(f"{label}={shown}: does not fit (at least {need:.1f} GiB of "
+                               f"{cap:.1f} GiB)")
+                continue
+            j = fit_rows[np.argmin(step[fit_rows])]
+            slower = step[j] / step[best] - 1
+            deltas = {k: out[f"time.{k}"][j] - out[f"time.{k}"][best] for k in BREAKDOWN}
+            worst = max(deltas, key=deltas.get)
+            why = COMPONENT_LABELS[worst]
+            if knob == "tp" and value > 1 and _crosses_node(ev, value):
+                why += f" (TP={shown} crosses the node boundary)"
+            reasons.append(f"{label}={shown}: {slower:+.0%} step time, mostly {why}")
+    return reasons
+
+
+def _crosses_node(ev: _Evaluated, tp: float) -> bool:
+    return tp > hardware.cluster(ev.gpu).system.accelerators_per_node
+
+
+def _knob_value(knob, value):
+    if knob == "recompute":
+        r = recompute_knob(float(value))
+        return r["recompute"] + (f" {r['recompute_fraction']:.0%}"
+                                 if r["recompute_fraction"] < 1 else "")
+    if knob == "sp":
+        return "on" if value else "off"
+    return int(value)
+
+
+def _nothing_fits(evaluated, count, deadline_s, budget) -> str:
+    if count == 0:
+        return ("no runnable plan: no combination of the allowed degrees divides the GPU "
+                "counts, heads and global batch")
+    mins = [(ev.out["memory_bytes"].min(), ev) for ev in evaluated if ev.out]
+    need, ev = min(mins, key=lambda m: m[0])
+    cap = ev.out["capacity_bytes"][0]
+    if need > cap:
+        return (f"no plan fits in memory: the smallest needs {need / GiB:.1f} GiB per "
+                f"accelerator, {ev.gpu} has {cap / GiB:.1f} GiB; allow more GPUs, "
+                "recompute, ZeRO or a larger accelerator")
+    return "no plan meets the deadline/budget; relax them or allow more GPUs"

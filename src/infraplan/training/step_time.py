@@ -1,0 +1,210 @@
+"""Step time of a training plan and where it goes, vectorised over plans.
+
+One optimizer step of a pipeline with p stages, v virtual stages per rank and m
+micro-batches takes (m + (p - 1) / v) times the slowest stage's time per micro-batch
+(1F1B and interleaved 1F1B, Narayanan et al. 2021, Sec. 2.2), then the data-parallel
+gradient synchronisation that the last micro-batch's backward could not hide, then the
+optimizer. A loader slower than the step stalls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infraplan.catalog.schema import StorageTier
+from infraplan.models.arch import ModelArch
+from infraplan.models.flops import training_flops_per_sequence
+from infraplan.physics import collectives as coll
+from infraplan.physics.compute import Device, gemm_time, memory_time
+from infraplan.physics.hardware import calibration
+from infraplan.physics.memory.states import stage_params, state_bytes
+from infraplan.training.layer_time import ACT_BYTES, LayerTime, PlanArrays, layer_time
+
+BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
+             "dp_comm", "zero3_comm", "optimizer", "data_stall")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOptions:
+    seq_len: int
+    global_batch: int
+    precision: str = "bf16"
+    grad_dtype: str | None = None
+    optimizer: str = "adamw"
+    kernels: str = "fused"
+
+
+def step_time_arrays(arch: ModelArch, dev: Device, fab: coll.Fabric, opts: StepOptions,
+                     plans: PlanArrays, *, storage: StorageTier | None = None,
+                     num_nodes=None) -> dict[str, np.ndarray]:
+    """Seconds per optimizer step and its exposed parts, one entry per plan."""
+    out: dict[str, np.ndarray] = {}
+    pairs = sorted({(int(a), int(b)) for a, b in zip(plans.pp.ravel(), plans.vp.ravel())})
+    for pp, vp in pairs:
+        sel = (plans.pp == pp) & (plans.vp == vp)
+        part = _step_for_pipeline(arch, dev, fab, opts, plans.subset(sel), pp, vp)
+        for key, value in part.items():
+            out.setdefault(key, np.zeros(plans.pp.shape))[sel] = value
+    compute_step = sum(out[k] for k in BREAKDOWN if k != "data_stall")
+    out["data_stall"] = _data_stall(opts, storage, compute_step, num_nodes, plans)
+    out["step"] = compute_step + out["data_stall"]
+    return out
+
+
+def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
+    gemm_bytes = 1.0 if opts.precision == "fp8" else ACT_BYTES
+    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes)
+    dense = layer_time(arch, dev, fab, p, moe_layer=False, **kw)
+    moe = layer_time(arch, dev, fab, p, moe_layer=True, **kw) if arch.is_moe else dense
+    stages = stage_params(arch, pp, vp)
+    tokens = p.mb * opts.seq_len / p.cp
+    head = _head_time(arch, dev, fab, p, tokens, gemm_bytes)
+    embed = _embedding_time(arch, dev, fab, p, tokens)
+
+    # the slowest rank sets the pace: compare first, last and the one with most layers
+    ranks = sorted({0, pp - 1, int(np.argmax(stages.layers + stages.moe_layers))})
+    best = None
+    for rank in ranks:
+        n_moe = stages.moe_layers[rank]
+        n_dense = stages.layers[rank] - n_moe
+        parts = {name: n_dense * getattr(dense, name) + n_moe * getattr(moe, name)
+                 for name in ("forward", "backward", "recompute", "tp_comm", "cp_exposed",
+                              "ep_comm")}
+        extra = (embed if rank == 0 else 0.0) + (head if rank == pp - 1 else 0.0)
+        parts["forward"] = parts["forward"] + extra / 3
+        parts["backward"] = parts["backward"] + 2 * extra / 3
+        total = sum(parts.values())
+        if best is None:
+            best, best_total = parts, total
+        else:
+            better = total > best_total
+            best = {k: np.where(better, v, best[k]) for k, v in parts.items()}
+            best_total = np.maximum(total, best_total)
+    per_mb = best_total
+    p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
+    m = p.microbatches
+    bubble = (pp - 1) / vp * (per_mb + p2p)
+    dp_comm, zero3 = _data_parallel_exposed(arch, fab, opts, p, pp, vp, best, dense, moe,
+                                            stages)
+    return {
+        "compute": m * (best["forward"] + best["backward"]),
+        "recompute": m * best["recompute"],
+        "tp_comm": m * best["tp_comm"],
+        "cp_comm": m * best["cp_exposed"],
+        "ep_comm": m * best["ep_comm"],
+        "pp_p2p": m * p2p,
+        "bubble": bubble,
+        "dp_comm": dp_comm,
+        "zero3_comm": zero3,
+        "optimizer": _optimizer_time(arch, dev, opts, p, stages),
+    }
+
+
+def _head_time(arch, dev, fab, p, tokens, gemm_bytes):
+    """Final norm, LM head GEMM (vocab split over TP) and the fp32 cross-entropy, forward
+    and backward; never recomputed."""
+    v = arch.vocab_size / p.tp
+    h = arch.hidden_size
+    fwd = gemm_time(dev, tokens, v, h, bytes_per_element=gemm_bytes)
+    bwd = gemm_time(dev, tokens, h, v, bytes_per_element=gemm_bytes) + \
+        gemm_time(dev, h, v, tokens, bytes_per_element=gemm_bytes)
+    loss = memory_time(dev, tokens * v * (ACT_BYTES + 4 * 3), count=4)  # logits, softmax, grad
+    return fwd + bwd + loss
+
+
+def _embedding_time(arch, dev, fab, p, tokens):
+    """Vocabulary-parallel embedding: a gather and an all-reduce over TP (Shoeybi et al.)."""
+    size = tokens * arch.hidden_size * ACT_BYTES
+    reduce = coll.all_reduce(size, coll.group(p.tp, 1.0, fab), fab)
+    return memory_time(dev, 3 * size, count=2) + reduce
+
+
+def _pipeline_p2p(arch, fab, p, tokens, pp, vp):
+    """Each micro-batch crosses each of the v chunk boundaries forward and backward. With
+    TP, Megatron sends 1/t of the activation and all-gathers it inside the node."""
+    if pp == 1:
+        return np.zeros_like(tokens)
+    size = tokens * arch.hidden_size * ACT_BYTES / p.tp
+    same_node = p.tp * p.cp * p.dp < fab.gpus_per_node
+    return 2 * vp * coll.send_recv(size, same_node, fab)
+
+
+def _stage_param_split(stages, p):
+    """(dense, expert) parameters held by the fullest rank, after TP and EP."""
+    rank = int(np.argmax(stages.tensor_sharded + stages.experts))
+    dense = stages.tensor_sharded[rank] / p.tp + stages.replicated[rank]
+    experts = stages.experts[rank] / (p.tp * p.ep)
+    return dense, experts
+
+
+def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: LayerTime,
+                           moe_layer: LayerTime, stages):
+    """Gradient synchronisation over DP x CP (experts over DP x CP / EP).
+
+    ZeRO 0: all-reduce; 1 and 2: reduce-scatter of gradients then all-gather of updated
+    16-bit weights (ZeRO paper Sec. 7: same volume as the all-reduce). Bucketed, it
+    overlaps the last micro-batch's backward (gradients) and the next step's first forward
+    (weights). ZeRO-3/FSDP all-gathers each layer's weights in the forward and again in the
+    backward and reduce-scatters its gradients, every micro-batch, prefetched one layer
+    ahead: per layer only what exceeds that layer's compute is exposed."""
+    wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
+    dense, experts = _stage_param_split(stages, p)
+    dp_group = coll.group(p.dp * p.cp, p.tp, fab)
+    edp_group = coll.group(np.maximum(p.dp * p.cp / p.ep, 1.0), p.tp * p.ep, fab)
+
+    def sync(dense_bytes, expert_bytes, fn):
+        return fn(dense_bytes, dp_group, fab) + fn(expert_bytes, edp_group, fab)
+
+    grads_ar = sync(dense * gb, experts * gb, coll.all_reduce)
+    grads_rs = sync(dense * gb, experts * gb, coll.reduce_scatter)
+    weights_ag = sync(dense * wb, experts * wb, coll.all_gather)
+    eff = calibration("grad-overlap-efficiency")
+    window_bwd = eff * stage["backward"]
+    window_fwd = eff * stage["forward"]
+    zero12 = np.maximum(0.0, grads_rs - window_bwd) + np.maximum(0.0, weights_ag - window_fwd)
+    zero0 = np.maximum(0.0, grads_ar - window_bwd)
+    dp_exposed = np.where(p.zero == 0, zero0, np.where(p.zero < 3, zero12, 0.0))
+
+    layers = stages.layers.max()
+    per_layer_w = (dense * wb + experts * wb) / np.maximum(layers, 1)
+    per_layer_g = (dense * gb + experts * gb) / np.maximum(layers, 1)
+    ag = coll.all_gather(per_layer_w, dp_group, fab)
+    rs = coll.reduce_scatter(per_layer_g, dp_group, fab)
+    fwd_l = stage["forward"] / np.maximum(layers, 1)
+    bwd_l = stage["backward"] / np.maximum(layers, 1)
+    per_mb = layers * (np.maximum(0.0, ag - fwd_l) + np.maximum(0.0, ag + rs - bwd_l)) + ag
+    zero3 = np.where(p.zero == 3, p.microbatches * per_mb, 0.0)
+    return np.where(p.dp * p.cp > 1, dp_exposed, 0.0), np.where(p.dp * p.cp > 1, zero3, 0.0)
+
+
+def _optimizer_time(arch, dev, opts, p, stages):
+    """Adam reads gradients and states and writes states and weights once per step: memory
+    bound, over the shard this rank owns (ZeRO >= 1 shards it over DP x CP)."""
+    wb, gb, k_opt = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
+    dense, experts = _stage_param_split(stages, p)
+    shard = np.where(p.zero >= 1, p.dp * p.cp, 1.0)
+    params = dense / shard + experts / np.where(p.zero >= 1, np.maximum(
+        p.dp * p.cp / p.ep, 1.0), 1.0)
+    return memory_time(dev, params * (gb + 2 * k_opt + wb), count=4)
+
+
+def _data_stall(opts, storage, compute_step, num_nodes, p):
+    """The loader reads global_batch x seq_len token ids per step; stall when the storage
+    tier delivers them slower than the step consumes them (it prefetches in parallel)."""
+    if storage is None or num_nodes is None:
+        return np.zeros_like(compute_step)
+    total = opts.global_batch * opts.seq_len * calibration("token-bytes")
+    nodes = np.maximum(np.asarray(num_nodes, dtype=float), 1.0)
+    read = total / (nodes * storage.read_bytes_per_s_per_node)
+    if storage.read_bytes_per_s_aggregate:
+        read = np.maximum(read, total / storage.read_bytes_per_s_aggregate)
+    return np.maximum(0.0, read - compute_step)
+
+
+def flops_per_step(arch: ModelArch, opts: StepOptions, recompute: str = "none"):
+    """Model FLOPs (MFU numerator: 6N-style, attention over the full sequence as in PaLM
+    App. B and Narayanan et al. eq. 3) and hardware FLOPs (adds recomputation)."""
+    f = training_flops_per_sequence(arch, opts.seq_len, recompute=recompute, causal=False)
+    return opts.global_batch * f.model, opts.global_batch * f.hardware

@@ -1,0 +1,149 @@
+"""Predict published training measurements (validation/README.md, "training CSV").
+
+Each row fixes the model, the accelerator, the GPU count, the batch and sequence, and
+whatever parallel knobs it publishes; the planner chooses the knobs left empty (and the
+virtual pipeline stages, which the schema has no column for): the fastest plan that fits.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from infraplan.errors import InfraplanError, InputError
+from infraplan.models import load_model
+from infraplan.physics.memory.training import RECOMPUTE, recompute_code
+from infraplan.training.evaluate import PlanResult, TrainingJob
+from infraplan.training.search import search
+from infraplan.training.space import Knobs, VIRTUAL_STAGES
+
+COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
+           "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
+           "precision", "tokens", "metric", "value")
+METRICS = ("step_s", "gpu_hours")
+
+
+@dataclass(frozen=True)
+class RowResult:
+    id: str
+    predicted: float | None
+    published: float
+    plan: PlanResult | None = None
+    error: str | None = None
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return 100.0 * (self.predicted / self.published - 1.0)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    rows: list[RowResult]
+
+    @property
+    def predicted_rows(self) -> list[RowResult]:
+        return [r for r in self.rows if r.predicted is not None]
+
+    @property
+    def median_abs_error_pct(self) -> float:
+        errors = [abs(r.error_pct) for r in self.predicted_rows]
+        return float(np.median(errors)) if errors else float("nan")
+
+    @property
+    def max_abs_error_pct(self) -> float:
+        errors = [abs(r.error_pct) for r in self.predicted_rows]
+        return float(max(errors)) if errors else float("nan")
+
+    @property
+    def failed(self) -> list[RowResult]:
+        return [r for r in self.rows if r.predicted is None]
+
+    def to_json(self) -> dict:
+        return {
+            "rows": [{"id": r.id, "predicted": r.predicted, "published": r.published,
+                      "error_pct": r.error_pct,
+                      "plan": r.plan.plan.describe() if r.plan else None} for r in self.rows],
+            "median_abs_error_pct": self.median_abs_error_pct,
+            "max_abs_error_pct": self.max_abs_error_pct,
+            "failed": [{"id": r.id, "reason": r.error} for r in self.failed],
+        }
+
+
+def _int(row, key):
+    text = (row.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
+    if value < 0:
+        raise InputError(f"row {row.get('id')!r}: {key} must be >= 0, got {value}")
+    return value
+
+
+def _pinned(value, default):
+    return default if value is None else (value,)
+
+
+def knobs_for_row(row: dict) -> Knobs:
+    recompute = (row.get("recompute") or "").strip()
+    if recompute and recompute not in RECOMPUTE:
+        raise InputError(f"row {row['id']!r}: recompute must be one of {', '.join(RECOMPUTE)}")
+    sp = (row.get("sequence_parallel") or "").strip().lower()
+    if sp and sp not in ("true", "false"):
+        raise InputError(f"row {row['id']!r}: sequence_parallel must be true or false")
+    base = Knobs(gpus=(_int(row, "num_gpus"),))
+    return Knobs(
+        gpus=base.gpus, tp=_pinned(_int(row, "tp"), base.tp),
+        pp=_pinned(_int(row, "pp"), None), cp=_pinned(_int(row, "cp"), base.cp),
+        ep=_pinned(_int(row, "ep"), None), dp=_pinned(_int(row, "dp"), None),
+        zero=_pinned(_int(row, "zero"), base.zero),
+        micro_batch=_pinned(_int(row, "micro_batch"), base.micro_batch),
+        recompute=(recompute_code(recompute),) if recompute else base.recompute,
+        sequence_parallel=(int(sp == "true"),) if sp else base.sequence_parallel,
+        vp=VIRTUAL_STAGES)
+
+
+def predict_row(row: dict, base_dir: Path) -> RowResult:
+    published = float(row["value"])
+    metric = row["metric"].strip()
+    if metric not in METRICS:
+        raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
+    arch = load_model(row["model"].strip(), base_dir=base_dir)
+    tokens = float(row["tokens"]) if (row.get("tokens") or "").strip() else None
+    if metric == "gpu_hours" and tokens is None:
+        raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
+    job = TrainingJob(seq_len=_int(row, "seq_len"), global_batch=_int(row, "global_batch"),
+                      tokens=tokens, precision=(row.get("precision") or "bf16").strip())
+    result = search(arch, [row["gpu"].strip()], knobs_for_row(row), job, top=1)
+    best = result.best[0]
+    predicted = best.step_s if metric == "step_s" else best.gpu_hours
+    return RowResult(id=row["id"], predicted=predicted, published=published, plan=best)
+
+
+def validate_training(path: str | Path) -> ValidationReport:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"validation file {str(path)!r} does not exist")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
+                             fix="see validation/README.md for the training CSV schema")
+        rows = list(reader)
+    results = []
+    for row in rows:
+        try:
+            results.append(predict_row(row, path.parent))
+        except InfraplanError as exc:
+            results.append(RowResult(id=row.get("id", "?"), predicted=None,
+                                     published=float(row.get("value") or "nan"),
+                                     error=str(exc)))
+    return ValidationReport(results)
