@@ -5,7 +5,9 @@ the dense peak, lowered for shapes that fill the chip poorly. A GEMM's output is
 tiles, one per SM at a time; the last "wave" of tiles leaves SMs idle, and a tile hanging
 over the matrix edge computes padding (the "wave quantization" and "tile quantization"
 effects of NVIDIA's Matrix Multiplication Background guide). cuBLAS picks among a few tile
-shapes; we take the best. The memory roof is reading A and B and writing C once.
+shapes; we take the best. Each tile also pays a fixed prologue and epilogue beside its
+main loop over K, so efficiency grows as K / (K + K0). The memory roof is reading A and B
+and writing C once.
 
 Attention: FlashAttention-style kernels at a measured fraction of peak; eager attention as
 two batched GEMMs plus a memory-bound softmax over the s x s scores.
@@ -33,14 +35,15 @@ class Device:
     memory_bytes_per_s: float  # achievable HBM bandwidth
     compute_units: int | None  # SMs / CUs; None: no wave quantization
     kernel_overhead_s: float  # fixed cost per kernel (launch, ramp-up, tail)
+    gemm_k_overhead: float = 0.0  # K0: a tile's prologue/epilogue in K elements
 
 
 def wave_efficiency(m, n, compute_units: int | None):
     """Fraction of the chip a GEMM with an m x n output keeps busy, best tile shape."""
-    m, n = np.asarray(m, dtype=float), np.asarray(n, dtype=float)
+    m, n = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(n, dtype=float))
     if compute_units is None:
-        return np.ones(np.broadcast(m, n).shape)
-    best = np.zeros(np.broadcast(m, n).shape)
+        return np.ones(m.shape)
+    best = np.zeros(m.shape)
     for tm, tn, tile_eff in GEMM_TILES:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
         tiles = tiles_m * tiles_n
@@ -54,7 +57,9 @@ def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0):
     """Seconds for `count` GEMMs of (m x k) @ (k x n): the slower of compute and memory."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     flops = 2.0 * m * n * k
-    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units))
+    k_efficiency = k / (k + device.gemm_k_overhead)
+    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units)
+                       * k_efficiency)
     memory = (m * k + k * n + m * n) * bytes_per_element / device.memory_bytes_per_s
     return count * (np.maximum(compute, memory) + device.kernel_overhead_s)
 

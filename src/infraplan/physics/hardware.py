@@ -64,7 +64,8 @@ def device(gpu_name: str, precision: str) -> Device:
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
                   compute_units=gpu.compute_units,
-                  kernel_overhead_s=calibration("kernel-overhead"))
+                  kernel_overhead_s=calibration("kernel-overhead"),
+                  gemm_k_overhead=calibration("gemm-k-overhead"))
 
 
 @dataclass(frozen=True, eq=False)

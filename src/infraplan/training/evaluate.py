@@ -6,7 +6,7 @@ one `ParallelPlan` and returns a `PlanResult` with the step-time breakdown.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -50,9 +50,39 @@ class TrainingJob:
 
 def plan_arrays(**columns) -> PlanArrays:
     """PlanArrays from equal-length columns (recompute given as codes)."""
+    columns.setdefault("tp_overlap", 0.0)
     arrays = np.broadcast_arrays(*(np.asarray(columns[k], dtype=float) for k in (
-        "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches")))
+        "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches",
+        "tp_overlap")))
     return PlanArrays(*arrays)
+
+
+AUTO_RECOMPUTE = -1.0  # recompute code: the fewest fully recomputed layers that fit
+
+
+def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
+                           capacity_bytes: float) -> PlanArrays:
+    """Replace AUTO_RECOMPUTE codes by selective recompute plus full recompute of the fewest
+    layers per pipeline rank that make the plan fit (Megatron-LM --recompute-method block
+    --recompute-num-layers N). Memory is linear in that share, so it is solved directly."""
+    auto = p.recompute == AUTO_RECOMPUTE
+    if not auto.any():
+        return p
+    sub = p.subset(auto)
+
+    def total(code):
+        return training_memory_arrays(
+            arch, job.memory_options(), tp=sub.tp, pp=sub.pp, dp=sub.dp, cp=sub.cp,
+            ep=sub.ep, zero=sub.zero, vp=sub.vp, sequence_parallel=sub.sp, micro_batch=sub.mb,
+            num_microbatches=sub.microbatches, recompute=code)["total"]
+
+    selective, full = total(1.0), total(2.0)
+    share = np.clip((selective - capacity_bytes) / np.maximum(selective - full, 1.0), 0, 1)
+    layers = np.ceil(arch.num_layers / sub.pp)
+    share = np.ceil(share * layers - 1e-9) / layers  # whole layers
+    recompute = p.recompute.copy()
+    recompute[auto] = 1.0 + share
+    return replace(p, recompute=recompute)
 
 
 def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *,
@@ -61,6 +91,7 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     c = hardware.cluster(gpu, system)
     dev = hardware.device(c.gpu.name, job.precision)
     fab = hardware.fabric(c)
+    p = resolve_auto_recompute(arch, job, p, c.gpu.memory_bytes)
     gpus = p.tp * p.pp * p.dp * p.cp
     nodes = np.ceil(gpus / c.system.accelerators_per_node)
     storage: StorageTier | None = load_catalog().storage.get(job.storage) if job.storage \
@@ -81,13 +112,14 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     tokens_per_step = job.global_batch * job.seq_len
     out = {f"time.{k}": steps[k] for k in BREAKDOWN}
     out.update(
-        step_s=step, gpus=gpus, nodes=nodes, tokens_per_s=tokens_per_step / step,
+        recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes, tokens_per_s=tokens_per_step / step,
         mfu=model_flops / (step * gpus * peak), hfu=hw_flops / (step * gpus * peak),
         memory_bytes=memory["total"], capacity_bytes=np.full_like(step, c.gpu.memory_bytes),
         fits=memory["total"] <= c.gpu.memory_bytes,
     )
     if job.tokens:
-        train_s = job.tokens / out["tokens_per_s"]
+        # whole-run wall time: steady-state time over the run's goodput (failures, restarts)
+        train_s = job.tokens / out["tokens_per_s"] / hardware.calibration("run-goodput")
         out.update(time_to_train_s=train_s, gpu_hours=train_s * gpus / SECONDS_PER_HOUR,
                    energy_kwh=train_s * gpus * c.gpu.tdp_watts / 3.6e6)
     return out
@@ -122,7 +154,8 @@ def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPla
     m = job.global_batch // (plan.dp * plan.micro_batch)
     p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
                     zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,
-                    recompute=plan.recompute_code, microbatches=m)
+                    recompute=plan.recompute_code, microbatches=m,
+                    tp_overlap=float(plan.tp_comm_overlap))
     p = PlanArrays(*(np.atleast_1d(getattr(p, f)) for f in p.__dataclass_fields__))
     out = evaluate_plans(arch, gpu, job, p, system=system)
     scalar = {k: float(v[0]) for k, v in out.items()}

@@ -16,6 +16,7 @@ from infraplan.models.arch import ModelArch
 from infraplan.models.flops import attended_keys_per_sequence, gemms
 from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, attention_time, gemm_time, memory_time
+from infraplan.physics.hardware import calibration
 from infraplan.physics.memory.training import recompute_weights
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and communication buffers
@@ -38,6 +39,7 @@ class PlanArrays:
     mb: np.ndarray
     recompute: np.ndarray
     microbatches: np.ndarray
+    tp_overlap: np.ndarray  # 1: TP collectives pipelined with the GEMMs (TE userbuffers)
 
     def subset(self, mask) -> PlanArrays:
         return PlanArrays(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
@@ -114,7 +116,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     _, selective, full = recompute_weights(p.recompute)
     recompute = full * forward + selective * attn_fwd
 
-    tp_comm = _tensor_parallel_comm(arch, fab, p, tokens)
+    tp_comm = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd)
     cp_exposed = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
     ep_comm = _expert_all_to_all(arch, fab, p, tokens) if moe_layer else np.zeros_like(tokens)
     return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd)
@@ -138,17 +140,22 @@ def _attention(arch, dev, p, seq_len, kernels):
     return scores + values + softmax, 2 * (scores + values) + 1.5 * softmax
 
 
-def _tensor_parallel_comm(arch, fab, p, tokens):
+def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd):
     """Megatron-LM: two all-reduces of the layer output per pass (after attention and after
     the FFN), forward and backward, again in a full recompute; with sequence parallelism
     each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
-    et al. 2022)."""
+    et al. 2022). With TP overlap (Transformer Engine userbuffers, sequence parallel only)
+    each all-gather / reduce-scatter is split into chunks pipelined with the GEMM that
+    consumes or produces it: only what the layer's GEMMs cannot cover stays exposed."""
     size = tokens * arch.hidden_size * ACT_BYTES
     group = coll.group(p.tp, 1.0, fab)
-    passes = 2 + recompute_weights(p.recompute)[2]  # forward, backward, recomputed forward
+    full = recompute_weights(p.recompute)[2]
     all_reduce = coll.all_reduce(size, group, fab)
     rs_plus_ag = 2 * coll.reduce_scatter(size, group, fab)
-    return 2 * passes * np.where(p.sp > 0, rs_plus_ag, all_reduce)
+    per_pass = 2 * np.where(p.sp > 0, rs_plus_ag, all_reduce)
+    exposed = per_pass * (2 + full)
+    hidden = overlapped(per_pass, gemm_fwd) * (1 + full) + overlapped(per_pass, gemm_bwd)
+    return np.where((p.tp_overlap > 0) & (p.sp > 0), hidden, exposed)
 
 
 def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
@@ -161,9 +168,15 @@ def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
     same_node = p.tp * p.cp <= fab.gpus_per_node
     step = coll.send_recv(chunk, same_node, fab)
     steps = p.cp - 1
-    exposed = np.maximum(0.0, steps * step - attn_fwd) + np.maximum(
-        0.0, steps * 2 * step - attn_bwd)
+    exposed = overlapped(steps * step, attn_fwd) + overlapped(steps * 2 * step, attn_bwd)
     return np.where(p.cp > 1, exposed, 0.0)
+
+
+def overlapped(comm, window):
+    """Communication hidden behind `window` seconds of computation: what does not fit,
+    plus the `overlap-interference` share of what does (SMs and HBM it takes)."""
+    hidden = np.minimum(comm, window)
+    return comm - hidden + calibration("overlap-interference") * hidden
 
 
 def _expert_all_to_all(arch, fab, p, tokens):

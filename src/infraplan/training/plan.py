@@ -30,6 +30,7 @@ class ParallelPlan:
     micro_batch: int = 1
     recompute: str = "none"
     recompute_fraction: float = 1.0  # with "full": share of each stage's layers recomputed
+    tp_comm_overlap: bool = False  # TP all-gathers/reduce-scatters pipelined with GEMMs
 
     @property
     def recompute_code(self) -> float:
@@ -49,6 +50,7 @@ class ParallelPlan:
             recompute += f"({self.recompute_fraction:.0%} of layers, rest selective)"
         parts += [f"ZeRO-{self.zero}", f"mb={self.micro_batch}", f"recompute={recompute}"]
         parts += ["SP"] if self.sequence_parallel and self.tp > 1 else []
+        parts += ["TP-overlap"] if self.tp_comm_overlap and self.tp > 1 else []
         return " ".join(parts)
 
 

@@ -20,7 +20,7 @@ from infraplan.units import GiB
 
 KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp": "VP",
                "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
-               "sp": "sequence parallel"}
+               "sp": "sequence parallel", "tp_overlap": "TP comm overlap"}
 COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
                     "tp_comm": "tensor-parallel communication",
                     "cp_comm": "context-parallel communication",
@@ -61,7 +61,9 @@ def _evaluate_gpu(arch, gpu, job, knobs, system):
     p = space.plans
     out = evaluate_plans(arch, gpu, job, p, system=system) if len(p.tp) else {}
     cols = {k: getattr(p, k) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp",
-                                       "mb", "recompute")}
+                                       "mb", "recompute", "tp_overlap")}
+    if out:  # auto recompute resolved to the share of layers each plan needs
+        cols["recompute"] = out["recompute"]
     return _Evaluated(gpu, cols, out), space.candidates, len(p.tp)
 
 
@@ -70,6 +72,7 @@ def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
     return ParallelPlan(tp=int(c["tp"]), pp=int(c["pp"]), dp=int(c["dp"]), cp=int(c["cp"]),
                         ep=int(c["ep"]), vp=int(c["vp"]), zero=int(c["zero"]),
                         sequence_parallel=bool(c["sp"]), micro_batch=int(c["mb"]),
+                        tp_comm_overlap=bool(c["tp_overlap"]),
                         **recompute_knob(float(c["recompute"])))
 
 
@@ -124,25 +127,29 @@ def _result(arch, ev, i, job, system) -> PlanResult:
     return evaluate_plan(arch, ev.gpu, job, _plan_at(ev, i), system=system)
 
 
-def _frontier(evaluated, deadline_s, budget):
+def _frontier(evaluated, deadline_s, budget, limit: int = 12):
     """Plans no other plan beats on both time and GPU-hours (per step when no token
-    budget is given: step time vs GPU-seconds per step)."""
-    points = []
-    for ev in evaluated:
+    budget is given: step time vs GPU-seconds per step), at most `limit` of them spread
+    along the curve."""
+    times, costs, owners, rows = [], [], [], []
+    for n, ev in enumerate(evaluated):
         if not ev.out:
             continue
-        t = ev.out.get("time_to_train_s", ev.out["step_s"])
-        cost = ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"])
         ok = np.flatnonzero(ev.out["fits"])
-        for i in ok:
-            points.append((float(t[i]), float(cost[i]), ev, int(i)))
-    points.sort(key=lambda x: (x[0], x[1]))
-    frontier, best_cost = [], np.inf
-    for t, cost, ev, i in points:
-        if cost < best_cost * (1 - 1e-9):
-            frontier.append((ev, i))
-            best_cost = cost
-    return frontier[:12]
+        times.append(ev.out.get("time_to_train_s", ev.out["step_s"])[ok])
+        costs.append(ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"])[ok])
+        owners.append(np.full(len(ok), n))
+        rows.append(ok)
+    if not times:
+        return []
+    t, cost = np.concatenate(times), np.concatenate(costs)
+    owner, row = np.concatenate(owners), np.concatenate(rows)
+    order = np.lexsort((cost, t))  # by time, then cost
+    cheapest_before = np.minimum.accumulate(np.concatenate([[np.inf], cost[order]]))[:-1]
+    on_front = order[cost[order] < cheapest_before * (1 - 1e-9)]
+    if len(on_front) > limit:
+        on_front = on_front[np.linspace(0, len(on_front) - 1, limit).round().astype(int)]
+    return [(evaluated[owner[i]], int(row[i])) for i in on_front]
 
 
 def _why_rejected(ev: _Evaluated, best: int) -> list[str]:
@@ -151,11 +158,11 @@ def _why_rejected(ev: _Evaluated, best: int) -> list[str]:
     reasons = []
     step = out["step_s"]
     for knob, label in KNOB_LABELS.items():
-        values = np.unique(ev.cols[knob])
-        for value in values:
-            if value == ev.cols[knob][best]:
+        column = _knob_column(ev, knob)
+        for value in np.unique(column):
+            if value == column[best]:
                 continue
-            rows = np.flatnonzero(ev.cols[knob] == value)
+            rows = np.flatnonzero(column == value)
             shown = _knob_value(knob, value)
             fit_rows = rows[out["fits"][rows]]
             if len(fit_rows) == 0:
@@ -175,16 +182,22 @@ def _why_rejected(ev: _Evaluated, best: int) -> list[str]:
     return reasons
 
 
+def _knob_column(ev: _Evaluated, knob: str) -> np.ndarray:
+    """A knob's values per plan; recompute shares collapse to none/selective/partial/full."""
+    column = ev.cols[knob]
+    if knob == "recompute":
+        return np.select([column < 1, column == 1, column < 2], [0.0, 1.0, 1.5], 2.0)
+    return column
+
+
 def _crosses_node(ev: _Evaluated, tp: float) -> bool:
     return tp > hardware.cluster(ev.gpu).system.accelerators_per_node
 
 
 def _knob_value(knob, value):
     if knob == "recompute":
-        r = recompute_knob(float(value))
-        return r["recompute"] + (f" {r['recompute_fraction']:.0%}"
-                                 if r["recompute_fraction"] < 1 else "")
-    if knob == "sp":
+        return {0.0: "none", 1.0: "selective", 1.5: "partial full", 2.0: "full"}[float(value)]
+    if knob in ("sp", "tp_overlap"):
         return "on" if value else "off"
     return int(value)
 

@@ -29,8 +29,9 @@ class Knobs:
     dp: tuple[int, ...] | None = None  # None: whatever the GPU count leaves
     zero: tuple[int, ...] = (0, 1, 2, 3)
     micro_batch: tuple[int, ...] = MICRO_BATCHES
-    # none, selective, full recompute of 25% / 50% / all of each stage's layers
-    recompute: tuple[float, ...] = (0.0, 1.0, 1.25, 1.5, 2.0)
+    # none, selective, full, and "auto": full recompute of the fewest layers that fit
+    recompute: tuple[float, ...] = (0.0, 1.0, 2.0, -1.0)
+    tp_overlap: tuple[int, ...] = (0, 1)
     sequence_parallel: tuple[int, ...] = (0, 1)
     vp: tuple[int, ...] = VIRTUAL_STAGES
 
@@ -61,7 +62,8 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     ep_values = knobs.ep or ((tuple(d for d in POWERS_OF_TWO if arch.moe.num_experts % d == 0)
                               if arch.is_moe else (1,)))
     inner = (len(knobs.zero) * len(knobs.micro_batch) * len(knobs.recompute)
-             * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values))
+             * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values)
+             * len(knobs.tp_overlap))
     candidates = len(knobs.gpus) * len(knobs.tp) * len(pp_values) * len(knobs.cp) * inner
 
     # outer axes: prune what cannot divide before expanding the inner ones
@@ -85,7 +87,8 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
 
     # inner axes by index arithmetic: outer index x inner combination
     inner_axes = _product(zero=knobs.zero, mb=knobs.micro_batch, recompute=knobs.recompute,
-                          sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values)
+                          sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
+                          tp_overlap=knobs.tp_overlap)
     n_out, n_in = len(o["n"]), len(inner_axes["zero"])
     outer_idx = np.repeat(np.arange(n_out), n_in)
     inner_idx = np.tile(np.arange(n_in), n_out)
@@ -95,6 +98,7 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     per_step = col["dp"] * col["mb"]
     ok = (global_batch % per_step) == 0
     ok &= (col["sp"] == 0) | (col["tp"] > 1)
+    ok &= (col["tp_overlap"] == 0) | (col["sp"] > 0)  # userbuffer overlap needs SP
     # interleaving needs a pipeline and at least one layer per model chunk; uneven
     # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
     ok &= (col["vp"] == 1) | ((col["pp"] > 1) & (col["pp"] * col["vp"] <= arch.num_layers))
@@ -103,5 +107,6 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     plans = PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"], ep=col["ep"],
                        vp=col["vp"], zero=col["zero"], sp=col["sp"], mb=col["mb"],
                        recompute=col["recompute"],
-                       microbatches=global_batch / (col["dp"] * col["mb"]))
+                       microbatches=global_batch / (col["dp"] * col["mb"]),
+                       tp_overlap=col["tp_overlap"])
     return Space(plans=plans, gpus=col["n"], candidates=candidates)

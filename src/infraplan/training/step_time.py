@@ -19,8 +19,10 @@ from infraplan.models.flops import training_flops_per_sequence
 from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, gemm_time, memory_time
 from infraplan.physics.hardware import calibration
+from infraplan.physics.memory.pipeline import pipeline_groups, unique_rows
 from infraplan.physics.memory.states import stage_params, state_bytes
-from infraplan.training.layer_time import ACT_BYTES, LayerTime, PlanArrays, layer_time
+from infraplan.training.layer_time import (ACT_BYTES, LayerTime, PlanArrays, layer_time,
+                                          overlapped)
 
 BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
              "dp_comm", "zero3_comm", "optimizer", "data_stall")
@@ -41,27 +43,41 @@ def step_time_arrays(arch: ModelArch, dev: Device, fab: coll.Fabric, opts: StepO
                      num_nodes=None) -> dict[str, np.ndarray]:
     """Seconds per optimizer step and its exposed parts, one entry per plan."""
     out: dict[str, np.ndarray] = {}
-    pairs = sorted({(int(a), int(b)) for a, b in zip(plans.pp.ravel(), plans.vp.ravel())})
-    for pp, vp in pairs:
-        sel = (plans.pp == pp) & (plans.vp == vp)
-        part = _step_for_pipeline(arch, dev, fab, opts, plans.subset(sel), pp, vp)
+    for (pp, vp), idx in pipeline_groups(plans.pp, plans.vp):
+        part = _step_for_pipeline(arch, dev, fab, opts, plans.subset(idx), pp, vp)
         for key, value in part.items():
-            out.setdefault(key, np.zeros(plans.pp.shape))[sel] = value
+            if key not in out:
+                out[key] = np.zeros(plans.pp.shape)
+            out[key][idx] = value
     compute_step = sum(out[k] for k in BREAKDOWN if k != "data_stall")
     out["data_stall"] = _data_stall(opts, storage, compute_step, num_nodes, plans)
     out["step"] = compute_step + out["data_stall"]
     return out
 
 
+def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
+    """Layer, head and embedding times depend on few knobs (not DP, ZeRO or micro-batch
+    count): compute them once per distinct combination and spread them back."""
+    first, inverse = unique_rows(p.tp, p.cp, p.ep, p.mb, p.sp, p.recompute, p.tp_overlap)
+    q = p.subset(first)
+    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes)
+    dense = layer_time(arch, dev, fab, q, moe_layer=False, **kw)
+    moe = layer_time(arch, dev, fab, q, moe_layer=True, **kw) if arch.is_moe else dense
+    tokens = q.mb * opts.seq_len / q.cp
+    head = _head_time(arch, dev, fab, q, tokens, gemm_bytes)
+    embed = _embedding_time(arch, dev, fab, q, tokens)
+
+    def spread(lt: LayerTime) -> LayerTime:
+        return LayerTime(*(getattr(lt, f)[inverse] for f in lt.__dataclass_fields__))
+
+    return spread(dense), spread(moe), head[inverse], embed[inverse]
+
+
 def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
     gemm_bytes = 1.0 if opts.precision == "fp8" else ACT_BYTES
-    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes)
-    dense = layer_time(arch, dev, fab, p, moe_layer=False, **kw)
-    moe = layer_time(arch, dev, fab, p, moe_layer=True, **kw) if arch.is_moe else dense
+    dense, moe, head, embed = _per_layer_knobs(arch, dev, fab, opts, p, gemm_bytes)
     stages = stage_params(arch, pp, vp)
     tokens = p.mb * opts.seq_len / p.cp
-    head = _head_time(arch, dev, fab, p, tokens, gemm_bytes)
-    embed = _embedding_time(arch, dev, fab, p, tokens)
 
     # the slowest rank sets the pace: compare first, last and the one with most layers
     ranks = sorted({0, pp - 1, int(np.argmax(stages.layers + stages.moe_layers))})
@@ -163,8 +179,8 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     eff = calibration("grad-overlap-efficiency")
     window_bwd = eff * stage["backward"]
     window_fwd = eff * stage["forward"]
-    zero12 = np.maximum(0.0, grads_rs - window_bwd) + np.maximum(0.0, weights_ag - window_fwd)
-    zero0 = np.maximum(0.0, grads_ar - window_bwd)
+    zero12 = overlapped(grads_rs, window_bwd) + overlapped(weights_ag, window_fwd)
+    zero0 = overlapped(grads_ar, window_bwd)
     dp_exposed = np.where(p.zero == 0, zero0, np.where(p.zero < 3, zero12, 0.0))
 
     layers = stages.layers.max()
@@ -174,7 +190,7 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     rs = coll.reduce_scatter(per_layer_g, dp_group, fab)
     fwd_l = stage["forward"] / np.maximum(layers, 1)
     bwd_l = stage["backward"] / np.maximum(layers, 1)
-    per_mb = layers * (np.maximum(0.0, ag - fwd_l) + np.maximum(0.0, ag + rs - bwd_l)) + ag
+    per_mb = layers * (overlapped(ag, fwd_l) + overlapped(ag + rs, bwd_l)) + ag
     zero3 = np.where(p.zero == 3, p.microbatches * per_mb, 0.0)
     return np.where(p.dp * p.cp > 1, dp_exposed, 0.0), np.where(p.dp * p.cp > 1, zero3, 0.0)
 

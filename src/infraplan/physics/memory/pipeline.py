@@ -29,6 +29,28 @@ def inflight_layer_units(rank, pp, vp, num_microbatches, layers_on_rank):
     return chunks * np.asarray(layers_on_rank, dtype=float) / np.asarray(vp, dtype=float)
 
 
+def unique_rows(*columns):
+    """(first index of each distinct row, inverse) over equal-length columns of few distinct
+    values each: a mixed-radix integer key, so one 1-D sort finds them."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        values, codes = np.unique(np.asarray(column), return_inverse=True)
+        key = key * len(values) + codes.ravel()
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
+def pipeline_groups(pp, vp):
+    """[((pp, vp), indices)] of the plans sharing a pipeline layout, found in one sort."""
+    pp = np.asarray(pp, dtype=np.int64).ravel()
+    vp = np.asarray(vp, dtype=np.int64).ravel()
+    keys, inverse = np.unique(pp * 4096 + vp, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
+    return [((int(k // 4096), int(k % 4096)), order[bounds[i]:bounds[i + 1]])
+            for i, k in enumerate(keys)]
+
+
 def inflight_microbatches(rank, pp, num_microbatches):
     """Micro-batches whose first-stage inputs (token ids) are alive on `rank`."""
     return np.minimum(np.asarray(num_microbatches, float), np.asarray(pp, float) - rank)

@@ -24,7 +24,8 @@ import numpy as np
 from infraplan.catalog import load_catalog
 from infraplan.models.arch import ModelArch
 from infraplan.physics.memory import activations as act
-from infraplan.physics.memory.pipeline import inflight_layer_units, inflight_microbatches
+from infraplan.physics.memory.pipeline import (inflight_layer_units, inflight_microbatches,
+                                               pipeline_groups)
 from infraplan.physics.memory.states import (FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
                                              NF4_BYTES_PER_PARAM, lora_params_per_layer,
                                              lora_shapes, lora_targets, stage_params,
@@ -153,19 +154,23 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
         recompute)))
     tp, pp, dp, cp, ep, zero, vp, sp, mb, m, rc = (a.astype(float) for a in arrays)
     shape = tp.shape
-    best: dict[str, np.ndarray] = {"total": np.full(shape, -np.inf)}
-    pairs = {(int(p), int(v)) for p, v in zip(pp.ravel(), vp.ravel())}
-    for p_val, v_val in sorted(pairs):
-        sel = (pp == p_val) & (vp == v_val)
-        sub = {name: arr[sel] for name, arr in dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero,
-                                                      sp=sp, mb=mb, m=m, rc=rc).items()}
+    columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero, sp=sp, mb=mb, m=m, rc=rc)
+    out: dict[str, np.ndarray] = {}
+    for (p_val, v_val), idx in pipeline_groups(pp, vp):
+        sub = {name: arr.ravel()[idx] for name, arr in columns.items()}
+        worst = None
         for rank in _candidate_ranks(p_val, v_val, arch):
             parts = _rank_memory(arch, options, p_val, v_val, rank, **sub)
-            better = parts["total"] > best["total"][sel]
-            for k, value in parts.items():
-                current = best.setdefault(k, np.zeros(shape))[sel]
-                best[k][sel] = np.where(better, value, current)
-    return best
+            if worst is None:
+                worst = parts
+                continue
+            fuller = parts["total"] > worst["total"]
+            worst = {k: np.where(fuller, v, worst[k]) for k, v in parts.items()}
+        for k, value in worst.items():
+            if k not in out:
+                out[k] = np.zeros(shape)
+            out[k].reshape(-1)[idx] = value
+    return out
 
 
 def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc):
