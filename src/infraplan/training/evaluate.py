@@ -111,6 +111,8 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     step = steps["step"]
     tokens_per_step = job.global_batch * job.seq_len
     out = {f"time.{k}": steps[k] for k in BREAKDOWN}
+    for kind in ("tp_comm", "cp_comm", "dp_comm", "zero3_comm"):
+        out[f"hidden.{kind}"] = np.maximum(steps[f"total.{kind}"] - steps[kind], 0.0)
     out.update(
         recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes, tokens_per_s=tokens_per_step / step,
         mfu=model_flops / (step * gpus * peak), hfu=hw_flops / (step * gpus * peak),
@@ -140,6 +142,7 @@ class PlanResult:
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     energy_kwh: float | None = None
+    hidden_s: dict[str, float] = field(default_factory=dict)  # communication overlapped
     notes: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict:
@@ -165,4 +168,6 @@ def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPla
         tokens_per_s=scalar["tokens_per_s"], mfu=scalar["mfu"], hfu=scalar["hfu"],
         memory_bytes=scalar["memory_bytes"], capacity_bytes=scalar["capacity_bytes"],
         fits=bool(scalar["fits"]), time_to_train_s=scalar.get("time_to_train_s"),
-        gpu_hours=scalar.get("gpu_hours"), energy_kwh=scalar.get("energy_kwh"))
+        gpu_hours=scalar.get("gpu_hours"), energy_kwh=scalar.get("energy_kwh"),
+        hidden_s={k.split(".", 1)[1]: v for k, v in scalar.items()
+                  if k.startswith("hidden.") and v > 0})

@@ -54,6 +54,8 @@ class LayerTime:
     cp_exposed: np.ndarray
     ep_comm: np.ndarray
     attention_forward: np.ndarray  # the attention core alone (selective recompute)
+    tp_comm_total: np.ndarray  # the same collectives before any overlap
+    cp_comm_total: np.ndarray
 
     @property
     def total(self) -> np.ndarray:
@@ -116,10 +118,11 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     _, selective, full = recompute_weights(p.recompute)
     recompute = full * forward + selective * attn_fwd
 
-    tp_comm = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd)
-    cp_exposed = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
+    tp_comm, tp_total = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd)
+    cp_exposed, cp_total = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
     ep_comm = _expert_all_to_all(arch, fab, p, tokens) if moe_layer else np.zeros_like(tokens)
-    return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd)
+    return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd,
+                     tp_total, cp_total)
 
 
 def _attention(arch, dev, p, seq_len, kernels):
@@ -146,22 +149,24 @@ def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd):
     each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
     et al. 2022). With TP overlap (Transformer Engine userbuffers, sequence parallel only)
     each all-gather / reduce-scatter is split into chunks pipelined with the GEMM that
-    consumes or produces it: only what the layer's GEMMs cannot cover stays exposed."""
+    consumes or produces it: only what the layer's GEMMs cannot cover stays exposed.
+    Returns (exposed, total) seconds."""
     size = tokens * arch.hidden_size * ACT_BYTES
     group = coll.group(p.tp, 1.0, fab)
     full = recompute_weights(p.recompute)[2]
     all_reduce = coll.all_reduce(size, group, fab)
     rs_plus_ag = 2 * coll.reduce_scatter(size, group, fab)
     per_pass = 2 * np.where(p.sp > 0, rs_plus_ag, all_reduce)
-    exposed = per_pass * (2 + full)
+    total = per_pass * (2 + full)
     hidden = overlapped(per_pass, gemm_fwd) * (1 + full) + overlapped(per_pass, gemm_bwd)
-    return np.where((p.tp_overlap > 0) & (p.sp > 0), hidden, exposed)
+    return np.where((p.tp_overlap > 0) & (p.sp > 0), hidden, total), total
 
 
 def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
     """Context parallelism (ring attention, Liu et al. 2023; Megatron-LM CP): cp - 1 steps
     pass each rank's K and V chunk to its neighbour while the attention of the current
-    chunk runs; the backward also passes dK and dV. Only what the kernel cannot hide shows."""
+    chunk runs; the backward also passes dK and dV. Only what the kernel cannot hide shows.
+    Returns (exposed, total) seconds."""
     at = arch.attention
     kv_heads = at.num_heads if at.kind == "mla" else at.num_kv_heads
     chunk = p.mb * seq_len / p.cp * kv_heads / p.tp * (at.head_dim + at.v_head_dim) * ACT_BYTES
@@ -169,7 +174,7 @@ def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
     step = coll.send_recv(chunk, same_node, fab)
     steps = p.cp - 1
     exposed = overlapped(steps * step, attn_fwd) + overlapped(steps * 2 * step, attn_bwd)
-    return np.where(p.cp > 1, exposed, 0.0)
+    return np.where(p.cp > 1, exposed, 0.0), np.where(p.cp > 1, 3 * steps * step, 0.0)
 
 
 def overlapped(comm, window):

@@ -87,11 +87,11 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
         n_dense = stages.layers[rank] - n_moe
         parts = {name: n_dense * getattr(dense, name) + n_moe * getattr(moe, name)
                  for name in ("forward", "backward", "recompute", "tp_comm", "cp_exposed",
-                              "ep_comm")}
+                              "ep_comm", "tp_comm_total", "cp_comm_total")}
         extra = (embed if rank == 0 else 0.0) + (head if rank == pp - 1 else 0.0)
         parts["forward"] = parts["forward"] + extra / 3
         parts["backward"] = parts["backward"] + 2 * extra / 3
-        total = sum(parts.values())
+        total = sum(v for k, v in parts.items() if not k.endswith("_total"))
         if best is None:
             best, best_total = parts, total
         else:
@@ -102,8 +102,8 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
     p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
     m = p.microbatches
     bubble = (pp - 1) / vp * (per_mb + p2p)
-    dp_comm, zero3 = _data_parallel_exposed(arch, fab, opts, p, pp, vp, best, dense, moe,
-                                            stages)
+    dp_comm, zero3, dp_total, zero3_total = _data_parallel_exposed(
+        arch, fab, opts, p, pp, vp, best, dense, moe, stages)
     return {
         "compute": m * (best["forward"] + best["backward"]),
         "recompute": m * best["recompute"],
@@ -115,6 +115,9 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
         "dp_comm": dp_comm,
         "zero3_comm": zero3,
         "optimizer": _optimizer_time(arch, dev, opts, p, stages),
+        # communication before overlap, to report what was hidden
+        "total.tp_comm": m * best["tp_comm_total"], "total.cp_comm": m * best["cp_comm_total"],
+        "total.dp_comm": dp_total, "total.zero3_comm": zero3_total,
     }
 
 
@@ -182,6 +185,7 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     zero12 = overlapped(grads_rs, window_bwd) + overlapped(weights_ag, window_fwd)
     zero0 = overlapped(grads_ar, window_bwd)
     dp_exposed = np.where(p.zero == 0, zero0, np.where(p.zero < 3, zero12, 0.0))
+    dp_total = np.where(p.zero == 0, grads_ar, np.where(p.zero < 3, grads_rs + weights_ag, 0.0))
 
     layers = stages.layers.max()
     per_layer_w = (dense * wb + experts * wb) / np.maximum(layers, 1)
@@ -192,7 +196,10 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     bwd_l = stage["backward"] / np.maximum(layers, 1)
     per_mb = layers * (overlapped(ag, fwd_l) + overlapped(ag + rs, bwd_l)) + ag
     zero3 = np.where(p.zero == 3, p.microbatches * per_mb, 0.0)
-    return np.where(p.dp * p.cp > 1, dp_exposed, 0.0), np.where(p.dp * p.cp > 1, zero3, 0.0)
+    zero3_total = np.where(p.zero == 3, p.microbatches * (layers * (2 * ag + rs) + ag), 0.0)
+    several = p.dp * p.cp > 1
+    return (np.where(several, dp_exposed, 0.0), np.where(several, zero3, 0.0),
+            np.where(several, dp_total, 0.0), np.where(several, zero3_total, 0.0))
 
 
 def _optimizer_time(arch, dev, opts, p, stages):
