@@ -21,8 +21,9 @@ demo: $(VENV)/.installed-core
 	$(BIN)/infraplan catalog gpus
 	$(BIN)/infraplan memory --model llama-3.1-70b --gpu h100 --num-gpus 64 --tp 8 --pp 2 \
 		--zero 1 --recompute selective --sequence-parallel --seq-len 8192
-	$(BIN)/infraplan memory examples/llama-3.1-8b-qlora.yaml
-	$(BIN)/infraplan memory examples/mixtral-8x7b-pretrain.yaml
+	$(BIN)/infraplan memory examples/memory-llama-3.1-8b-qlora.yaml
+	$(BIN)/infraplan plan train examples/train-llama-3.1-70b.yaml
+	$(BIN)/infraplan validate training validation/training_dev.csv
 
 test: $(VENV)/.installed-all
 	$(BIN)/python -m pytest

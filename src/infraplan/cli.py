@@ -145,6 +145,51 @@ def _run_model(args) -> int:
     return 0
 
 
+def _add_plan(sub) -> None:
+    p = sub.add_parser("plan", help="search the best plans for a workload")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    train = kinds.add_parser("train", help="training: parallelism, GPUs, time, GPU-hours",
+                             description="Search every parallel plan of a training scenario "
+                                         "and rank the ones that fit.")
+    train.add_argument("scenario", help="training scenario YAML (see examples/)")
+    train.add_argument("--json", action="store_true")
+    train.set_defaults(run=_run_plan_train)
+
+
+def _run_plan_train(args) -> int:
+    from infraplan.report.training import search_report
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario, load_scenario
+
+    scenario = load_scenario(args.scenario, TrainScenario)
+    result = plan_training(scenario)
+    if args.json:
+        print(json.dumps(dict(model=scenario.model, **result.to_json()), indent=2))
+    else:
+        print(search_report(scenario.model, result))
+    return 0
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="predict published measurements, report the error")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    training = kinds.add_parser("training", help="training step times / GPU-hours CSV",
+                                description="Predict each row of a training validation CSV "
+                                            "(schema: validation/README.md).")
+    training.add_argument("file", help="CSV of published training measurements")
+    training.add_argument("--json", action="store_true")
+    training.set_defaults(run=_run_validate_training)
+
+
+def _run_validate_training(args) -> int:
+    from infraplan.report.training import validation_report
+    from infraplan.training.validate import validate_training
+
+    report = validate_training(args.file)
+    print(json.dumps(report.to_json(), indent=2) if args.json else validation_report(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="infraplan", description="Plan, simulate and check AI "
                      "infrastructure: will it fit, how long, how much.")
@@ -155,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_memory(sub)
     _add_catalog(sub)
     _add_model(sub)
+    _add_plan(sub)
+    _add_validate(sub)
     return parser
 
 

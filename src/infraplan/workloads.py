@@ -153,3 +153,59 @@ def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise InputError(describe_errors(exc, model, origin)) from None
+
+
+class TrainHardware(_Spec):
+    gpus: tuple[str, ...] = Field(min_length=1, description="accelerator names to compare")
+    counts: tuple[int, ...] | None = Field(
+        default=None, description="GPU counts allowed (default: min_count..max_count)")
+    min_count: int = Field(default=8, ge=1)
+    max_count: int = Field(default=1024, ge=1)
+    count_step: int | None = Field(default=None, ge=1,
+                                   description="default: the accelerators per node")
+    system: str | None = Field(default=None, description="node type (default: the GPU's)")
+
+
+class TrainJob(_Spec):
+    tokens: float = Field(gt=0, description="tokens to train on")
+    global_batch: int = Field(ge=1, description="sequences per optimizer step")
+    seq_len: int = Field(ge=1)
+    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
+    kernels: Literal["fused", "eager"] = "fused"
+    storage: str | None = Field(default=None, description="storage tier the data is read from")
+
+
+class Pins(_Spec):
+    """Knobs fixed by the user; anything left out is searched."""
+
+    tp: int | None = Field(default=None, ge=1)
+    pp: int | None = Field(default=None, ge=1)
+    dp: int | None = Field(default=None, ge=1)
+    cp: int | None = Field(default=None, ge=1)
+    ep: int | None = Field(default=None, ge=1)
+    vp: int | None = Field(default=None, ge=1)
+    zero: Literal[0, 1, 2, 3] | None = None
+    micro_batch: int | None = Field(default=None, ge=1)
+    recompute: Literal["none", "selective", "full", "auto"] | None = None
+    sequence_parallel: bool | None = None
+    tp_comm_overlap: bool | None = None
+
+
+class Constraints(_Spec):
+    deadline_days: float | None = Field(default=None, gt=0)
+    budget_gpu_hours: float | None = Field(default=None, gt=0)
+
+
+class TrainScenario(_Spec):
+    """What `infraplan plan train SCENARIO.yaml` reads."""
+
+    name: str = ""
+    description: str = ""
+    model: str
+    training: TrainJob
+    hardware: TrainHardware
+    pin: Pins = Pins()
+    constraints: Constraints = Constraints()
+    top: int = Field(default=5, ge=1, le=50, description="plans to show")

@@ -46,16 +46,25 @@ def test_memory_text_says_whether_it_fits_and_how_to_fix(capsys):
     assert "DOES NOT FIT" in out and "--recompute full" in out
 
 
-@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")),
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("memory-*.yaml")),
                          ids=lambda p: p.name)
-def test_examples_run(capsys, example):
+def test_memory_examples_run(capsys, example):
     code, out, err = run(capsys, "memory", str(example), "--json")
     assert code == 0, err
     assert json.loads(out)["fits"] is True
 
 
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("train-*.yaml")),
+                         ids=lambda p: p.name)
+def test_training_examples_run(capsys, example):
+    code, out, err = run(capsys, "plan", "train", str(example), "--json")
+    assert code == 0, err
+    best = json.loads(out)["best"][0]
+    assert best["fits"] and best["gpu_hours"] > 0
+
+
 def test_flags_override_the_scenario(capsys):
-    example = ROOT / "examples" / "llama-3.1-8b-qlora.yaml"
+    example = ROOT / "examples" / "memory-llama-3.1-8b-qlora.yaml"
     _, out, _ = run(capsys, "memory", str(example), "--lora-rank", "8", "--json")
     assert json.loads(out)["options"]["lora_rank"] == 8
 

@@ -167,7 +167,6 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
 def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
     """DeepSeek-V3: MLA attention, `first_k_dense_replace` dense layers, then MoE with
     shared experts (DeepSeek-V3 report, Sec. 2.1; HF modeling_deepseek_v3)."""
-    hidden = cfg.int("hidden_size")
     heads = cfg.int("num_attention_heads")
     nope, rope = cfg.int("qk_nope_head_dim"), cfg.int("qk_rope_head_dim")
     bias = cfg.bool("attention_bias", default=False)

@@ -34,6 +34,7 @@ COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
 class SearchResult:
     best: list[PlanResult]
     frontier: list[PlanResult]
+    by_accelerator: list[PlanResult]  # the best plan of each accelerator type
     rejected: list[str]
     configs_evaluated: int
     candidates: int
@@ -44,6 +45,7 @@ class SearchResult:
     def to_json(self) -> dict:
         return {"best": [p.to_json() for p in self.best],
                 "frontier": [p.to_json() for p in self.frontier],
+                "by_accelerator": [p.to_json() for p in self.by_accelerator],
                 "rejected": self.rejected, "configs_evaluated": self.configs_evaluated,
                 "candidates": self.candidates, "fitting": self.fitting,
                 "search_seconds": self.search_seconds, "notes": self.notes}
@@ -117,7 +119,11 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     frontier = [_result(arch, ev, i, job, system) for ev, i in _frontier(evaluated, deadline_s,
                                                                          budget_gpu_hours)]
     best_ev, best_i = ranked[0][1], ranked[0][2]
-    return SearchResult(best=results, frontier=frontier,
+    per_gpu = {}
+    for _, ev, i in ranked:  # ranked is sorted: the first of each accelerator is its best
+        per_gpu.setdefault(ev.gpu, (ev, i))
+    by_accelerator = [_result(arch, ev, i, job, system) for ev, i in per_gpu.values()]
+    return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
                         rejected=_why_rejected(best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
                         search_seconds=elapsed)
@@ -135,7 +141,12 @@ def _frontier(evaluated, deadline_s, budget, limit: int = 12):
     for n, ev in enumerate(evaluated):
         if not ev.out:
             continue
-        ok = np.flatnonzero(ev.out["fits"])
+        mask = ev.out["fits"].copy()
+        if deadline_s is not None and "time_to_train_s" in ev.out:
+            mask &= ev.out["time_to_train_s"] <= deadline_s
+        if budget is not None and "gpu_hours" in ev.out:
+            mask &= ev.out["gpu_hours"] <= budget
+        ok = np.flatnonzero(mask)
         times.append(ev.out.get("time_to_train_s", ev.out["step_s"])[ok])
         costs.append(ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"])[ok])
         owners.append(np.full(len(ok), n))
@@ -152,33 +163,42 @@ def _frontier(evaluated, deadline_s, budget, limit: int = 12):
     return [(evaluated[owner[i]], int(row[i])) for i in on_front]
 
 
-def _why_rejected(ev: _Evaluated, best: int) -> list[str]:
-    """For each knob, the best plan with another value of it, and what made it lose."""
+def _why_rejected(ev: _Evaluated, best: int, limit: int = 4) -> list[str]:
+    """For each knob, the best plan with another value of it and what made it lose: the
+    memory it needs, or the part of the step that grew (compared at the best plan's GPU
+    count when that count allows the value). Up to `limit` values per knob, the nearest."""
     out = ev.out
+    objective = out.get("time_to_train_s", out["step_s"])
+    same_count = out["gpus"] == out["gpus"][best]
     reasons = []
-    step = out["step_s"]
     for knob, label in KNOB_LABELS.items():
         column = _knob_column(ev, knob)
-        for value in np.unique(column):
-            if value == column[best]:
-                continue
-            rows = np.flatnonzero(column == value)
+        others = [v for v in np.unique(column) if v != column[best]]
+        others.sort(key=lambda v: abs(np.log2(max(v, 0.5) / max(column[best], 0.5))))
+        for value in others[:limit]:
+            rows = column == value
             shown = _knob_value(knob, value)
-            fit_rows = rows[out["fits"][rows]]
-            if len(fit_rows) == 0:
+            fit = rows & out["fits"]
+            if not fit.any():
                 need = out["memory_bytes"][rows].min() / GiB
                 cap = out["capacity_bytes"][best] / GiB
                 reasons.append(f"{label}={shown}: does not fit (at least {need:.1f} GiB of "
                                f"{cap:.1f} GiB)")
                 continue
-            j = fit_rows[np.argmin(step[fit_rows])]
-            slower = step[j] / step[best] - 1
+            pool = fit & same_count if (fit & same_count).any() else fit
+            j = int(np.flatnonzero(pool)[np.argmin(objective[pool])])
+            slower = objective[j] / objective[best] - 1
+            if not same_count[j]:
+                reasons.append(f"{label}={shown}: {slower:+.0%}, best at {int(out['gpus'][j])} "
+                               f"GPUs ({int(out['gpus'][best])} GPUs do not divide into it)")
+                continue
             deltas = {k: out[f"time.{k}"][j] - out[f"time.{k}"][best] for k in BREAKDOWN}
             worst = max(deltas, key=deltas.get)
             why = COMPONENT_LABELS[worst]
             if knob == "tp" and value > 1 and _crosses_node(ev, value):
-                why += f" (TP={shown} crosses the node boundary)"
-            reasons.append(f"{label}={shown}: {slower:+.0%} step time, mostly {why}")
+                why += f"; TP={shown} crosses the node boundary"
+            reasons.append(f"{label}={shown}: {slower:+.0%}, mostly {why} "
+                           f"(+{deltas[worst]:.3f} s per step)")
     return reasons
 
 

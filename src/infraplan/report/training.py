@@ -1,0 +1,80 @@
+"""Terminal views of training plans: ranked plans, the frontier, the best plan's breakdown,
+and why other knob values lost."""
+
+from __future__ import annotations
+
+from infraplan.report.terminal import table
+from infraplan.units import GiB, format_count
+
+COMPONENTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm",
+              "cp_comm": "CP comm", "ep_comm": "EP all-to-all", "pp_p2p": "PP send/recv",
+              "bubble": "pipeline bubble", "dp_comm": "DP sync", "zero3_comm": "ZeRO-3 gathers",
+              "optimizer": "optimizer", "data_stall": "data stall"}
+HIDDEN = {"tp_comm": "TP comm behind GEMMs", "cp_comm": "ring attention behind attention",
+          "dp_comm": "DP sync behind backward / forward",
+          "zero3_comm": "ZeRO-3 gathers behind layer compute"}
+
+
+def _days(seconds):
+    return f"{seconds / 86400:,.1f} d" if seconds is not None else "-"
+
+
+def plans_table(plans) -> str:
+    rows = []
+    for p in plans:
+        rows.append([p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.2f}",
+                     f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
+                     _days(p.time_to_train_s),
+                     f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-",
+                     f"{p.memory_bytes / GiB:.1f}/{p.capacity_bytes / GiB:.0f}"])
+    return table(["GPU", "count", "plan", "step s", "tok/s/GPU", "MFU", "time",
+                  "GPU-hours", "mem GiB"], rows, align_right=[1, 3, 4, 5, 6, 7, 8])
+
+
+def breakdown(p) -> str:
+    lines = [f"step {p.step_s:,.3f} s: " + ", ".join(
+        f"{COMPONENTS[k]} {v:,.3f}" for k, v in p.breakdown_s.items() if v > 5e-4)]
+    if p.hidden_s:
+        lines.append("overlapped (hidden): " + ", ".join(
+            f"{HIDDEN[k]} {v:,.3f} s" for k, v in p.hidden_s.items()))
+    lines.append(f"MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, {p.tokens_per_s:,.0f} tokens/s")
+    if p.time_to_train_s is not None:
+        lines.append(f"time to train {_days(p.time_to_train_s)} (with run goodput), "
+                     f"{p.gpu_hours:,.0f} GPU-hours, {p.energy_kwh:,.0f} kWh (TDP-based)")
+    return "\n".join(lines)
+
+
+def search_report(model: str, result) -> str:
+    best = result.best[0]
+    lines = [f"{model}: {result.configs_evaluated:,} plans evaluated of "
+             f"{result.candidates:,} candidates ({result.fitting:,} fit) in "
+             f"{result.search_seconds:.2f} s", "", "best plans:", plans_table(result.best), "",
+             f"best: {best.plan.num_gpus} x {best.accelerator}, {best.plan.describe()}",
+             breakdown(best), ""]
+    if len(result.by_accelerator) > 1:
+        lines += ["best plan of each accelerator:", plans_table(result.by_accelerator), ""]
+    lines += ["time vs GPU-hours frontier:", plans_table(result.frontier)]
+    if result.rejected:
+        lines += ["", "why other choices lost (best plan with that value):"]
+        lines += [f"  {r}" for r in result.rejected]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def validation_report(report) -> str:
+    rows = []
+    for r in report.rows:
+        if r.predicted is None:
+            rows.append([r.id, "-", f"{r.published:,.4g}", "failed", r.error or ""])
+        else:
+            rows.append([r.id, f"{r.predicted:,.4g}", f"{r.published:,.4g}",
+                         f"{r.error_pct:+.1f}%", r.plan.plan.describe() if r.plan else ""])
+    lines = [table(["row", "predicted", "published", "error", "plan"], rows,
+                   align_right=[1, 2, 3]), "",
+             f"rows: {len(report.rows)}, median |error| {report.median_abs_error_pct:.1f}%, "
+             f"max |error| {report.max_abs_error_pct:.1f}%, failed: {len(report.failed)}"]
+    lines += [f"  failed {r.id}: {r.error}" for r in report.failed]
+    return "\n".join(lines)
+
+
+__all__ = ["search_report", "validation_report", "plans_table", "breakdown", "format_count"]

@@ -1,0 +1,68 @@
+"""`plan train`: from a training scenario to ranked plans, the frontier and why others lost."""
+
+from __future__ import annotations
+
+from infraplan.errors import InputError
+from infraplan.models import load_model
+from infraplan.physics import hardware
+from infraplan.physics.memory.training import recompute_code
+from infraplan.training.evaluate import AUTO_RECOMPUTE, TrainingJob
+from infraplan.training.search import SearchResult, search
+from infraplan.training.space import Knobs
+from infraplan.workloads import TrainScenario
+
+SECONDS_PER_DAY = 86400.0
+
+
+def _pinned(value, default):
+    return default if value is None else (value,)
+
+
+def gpu_counts(low: int, high: int, step: int) -> tuple[int, ...]:
+    """Whole nodes of `step` GPUs from low to high, and the partial node sizes 1, 2, 4...
+    below one node when low allows them."""
+    if low > high:
+        raise InputError(f"hardware.min_count {low} exceeds max_count {high}")
+    counts = {c for c in range(step, high + 1, step) if c >= low}
+    counts |= {c for c in (1, 2, 4) if low <= c < step and c <= high}
+    if not counts:
+        raise InputError(f"no GPU count between {low} and {high} in steps of {step}",
+                         fix="widen min_count/max_count or set counts")
+    return tuple(sorted(counts))
+
+
+def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
+    hw, pin = scenario.hardware, scenario.pin
+    counts = tuple(sorted(set(hw.counts))) if hw.counts else gpu_counts(
+        hw.min_count, hw.max_count,
+        hw.count_step or hardware.cluster(gpu, hw.system).system.accelerators_per_node)
+    base = Knobs(gpus=counts)
+    recompute = None if pin.recompute is None else (
+        AUTO_RECOMPUTE if pin.recompute == "auto" else recompute_code(pin.recompute))
+    return Knobs(
+        gpus=counts, tp=_pinned(pin.tp, base.tp), pp=_pinned(pin.pp, None),
+        cp=_pinned(pin.cp, base.cp), ep=_pinned(pin.ep, None), dp=_pinned(pin.dp, None),
+        zero=_pinned(pin.zero, base.zero), micro_batch=_pinned(pin.micro_batch,
+                                                               base.micro_batch),
+        recompute=_pinned(recompute, base.recompute),
+        sequence_parallel=_pinned(None if pin.sequence_parallel is None
+                                  else int(pin.sequence_parallel), base.sequence_parallel),
+        tp_overlap=_pinned(None if pin.tp_comm_overlap is None else int(pin.tp_comm_overlap),
+                           base.tp_overlap),
+        vp=_pinned(pin.vp, base.vp))
+
+
+def plan_training(scenario: TrainScenario) -> SearchResult:
+    arch = load_model(scenario.model)
+    t = scenario.training
+    job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
+                      precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,
+                      kernels=t.kernels, storage=t.storage)
+    gpus = [hardware.cluster(g, scenario.hardware.system).gpu.name
+            for g in scenario.hardware.gpus]
+    # one knob set per accelerator type (node sizes differ); counts come from the first
+    knobs = knobs_for(scenario, gpus[0])
+    deadline = scenario.constraints.deadline_days
+    return search(arch, gpus, knobs, job, top=scenario.top, system=scenario.hardware.system,
+                  deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
+                  budget_gpu_hours=scenario.constraints.budget_gpu_hours)

@@ -1,0 +1,96 @@
+"""The plan search: it never returns a plan that does not fit, it honours pins, its
+frontier is Pareto-optimal, and two scenarios reproduce their golden outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from infraplan.errors import InputError
+from infraplan.models import load_model
+from infraplan.training.evaluate import TrainingJob
+from infraplan.training.plan_train import gpu_counts, plan_training
+from infraplan.training.search import search
+from infraplan.training.space import Knobs
+from infraplan.workloads import TrainScenario, load_scenario
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("model, gpu, counts, seq", [
+    ("llama-3.1-70b", "a100-sxm4-40gb", (16, 32), 4096),
+    ("mixtral-8x7b", "h100", (8, 16), 8192),
+    ("qwen2.5-7b", "l40s", (1, 2, 4, 8), 4096),
+])
+def test_every_returned_plan_fits(model, gpu, counts, seq):
+    result = search(load_model(model), [gpu], Knobs(gpus=counts),
+                    TrainingJob(seq_len=seq, global_batch=64, tokens=1e10), top=10)
+    for plan in result.best + result.frontier + result.by_accelerator:
+        assert plan.fits and plan.memory_bytes <= plan.capacity_bytes
+    assert result.configs_evaluated >= result.fitting > 0
+    steps = [p.step_s for p in result.best]
+    assert steps == sorted(steps)
+
+
+def test_frontier_is_pareto_optimal():
+    result = search(load_model("llama-3.1-8b"), ["h100", "a100-sxm4-80gb"],
+                    Knobs(gpus=(8, 16, 32, 64)),
+                    TrainingJob(seq_len=4096, global_batch=256, tokens=1e11))
+    points = [(p.time_to_train_s, p.gpu_hours) for p in result.frontier]
+    assert len(points) >= 2
+    for t, cost in points:
+        assert not any(t2 <= t and c2 < cost or t2 < t and c2 <= cost for t2, c2 in points)
+    assert [p.accelerator for p in result.by_accelerator] == ["h100-sxm5-80gb",
+                                                               "a100-sxm4-80gb"]
+
+
+def test_pins_are_honoured_and_impossible_pins_explained():
+    arch = load_model("llama-3.1-70b")
+    job = TrainingJob(seq_len=4096, global_batch=128)
+    result = search(arch, ["h100"], Knobs(gpus=(64,), tp=(4,), zero=(1,)), job)
+    assert all(p.plan.tp == 4 and p.plan.zero == 1 for p in result.best)
+    with pytest.raises(InputError, match="no plan fits in memory"):
+        search(arch, ["h100"], Knobs(gpus=(8,), tp=(1,), pp=(1,), zero=(0,)), job)
+    with pytest.raises(InputError, match="no runnable plan"):
+        search(arch, ["h100"], Knobs(gpus=(8,), tp=(3,)), job)
+
+
+def test_gpu_counts_are_whole_nodes_and_small_powers_of_two():
+    assert gpu_counts(1, 32, 8) == (1, 2, 4, 8, 16, 24, 32)
+    assert gpu_counts(64, 96, 8) == (64, 72, 80, 88, 96)
+    with pytest.raises(InputError):
+        gpu_counts(64, 32, 8)
+
+
+def _summary(result) -> dict:
+    def plan(p):
+        return {"accelerator": p.accelerator, "gpus": p.plan.num_gpus,
+                "plan": p.plan.describe(), "step_s": p.step_s,
+                "breakdown_s": p.breakdown_s, "mfu": p.mfu,
+                "time_to_train_s": p.time_to_train_s, "memory_bytes": p.memory_bytes}
+
+    return {"configs_evaluated": result.configs_evaluated, "candidates": result.candidates,
+            "fitting": result.fitting, "best": [plan(p) for p in result.best],
+            "frontier": [plan(p) for p in result.frontier]}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.yaml")))
+def test_golden_scenarios(name):
+    """Set INFRAPLAN_UPDATE_GOLDEN=1 to rewrite the expected outputs after a deliberate
+    model change (and say why in the commit)."""
+    scenario = load_scenario(GOLDEN / f"{name}.yaml", TrainScenario)
+    got = _summary(plan_training(scenario))
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("INFRAPLAN_UPDATE_GOLDEN") == "1":
+        path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    expected = json.loads(path.read_text())
+    assert got["configs_evaluated"] == expected["configs_evaluated"]
+    assert got["fitting"] == expected["fitting"]
+    for section in ("best", "frontier"):
+        assert [p["plan"] for p in got[section]] == [p["plan"] for p in expected[section]]
+        for g, e in zip(got[section], expected[section]):
+            assert g["step_s"] == pytest.approx(e["step_s"], rel=1e-9)
+            assert g["breakdown_s"] == pytest.approx(e["breakdown_s"], rel=1e-9, abs=1e-12)

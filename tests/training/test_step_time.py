@@ -1,0 +1,138 @@
+"""The step-time model: formulas of its parts, and invariants over random plans."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infraplan.models import load_model
+from infraplan.physics import collectives as coll
+from infraplan.physics.compute import Device, gemm_time, wave_efficiency
+from infraplan.training.evaluate import TrainingJob, evaluate_plan
+from infraplan.training.plan import ParallelPlan
+from infraplan.training.step_time import BREAKDOWN
+
+FABRIC = coll.Fabric(gpus_per_node=8, intra_bytes_per_s=200e9, inter_bytes_per_s=20e9,
+                     intra_latency_s=5e-6, inter_latency_s=10e-6)
+
+
+def test_ring_all_reduce_inside_a_node():
+    group = coll.group(8, 1, FABRIC)
+    size = 1e9
+    ring = 2 * 7 / 8 * size / 200e9 + 2 * 7 * 5e-6
+    tree = 2 * size / 200e9 + 2 * 3 * 5e-6
+    assert coll.all_reduce(size, group, FABRIC) == pytest.approx(min(ring, tree))
+
+
+def test_groups_crossing_nodes_are_limited_by_their_nics():
+    # DP group with TP=8 inside the node: one rank per node, one NIC's bandwidth
+    dp = coll.group(16, 8, FABRIC)
+    assert (dp.size, dp.per_node) == (16, 1)
+    assert coll.bus_bandwidth(dp, FABRIC) == pytest.approx(20e9)
+    # DP group with TP=2: four ranks per node share four NICs
+    dp4 = coll.group(16, 2, FABRIC)
+    assert dp4.per_node == 4 and coll.bus_bandwidth(dp4, FABRIC) == pytest.approx(80e9)
+    assert coll.reduce_scatter(1e9, dp, FABRIC) == pytest.approx(15 / 16 * 1e9 / 20e9
+                                                                 + 15 * 10e-6)
+    assert coll.all_reduce(1e9, coll.group(1, 1, FABRIC), FABRIC) == 0.0
+
+
+def test_wave_quantization_and_k_efficiency():
+    """108 SMs: a 128 x 256 output tile grid of 108 tiles fills one wave exactly. With
+    109 rows of tiles the big tiles need a second, nearly empty wave (109/216 busy); the
+    best is then 64 x 128 tiles (efficiency 0.8): 436 tiles in 5 waves of 108."""
+    assert wave_efficiency(128 * 108, 256, 108) == pytest.approx(1.0)
+    assert wave_efficiency(128 * 109, 256, 108) == pytest.approx(0.8 * 436 / 540)
+    dev = Device(gemm_flops=100e12, attention_flops=50e12, memory_bytes_per_s=2e12,
+                 compute_units=None, kernel_overhead_s=0.0, gemm_k_overhead=400)
+    big = gemm_time(dev, 8192, 8192, 8192, bytes_per_element=2)
+    assert big == pytest.approx(2 * 8192**3 / 100e12 * (8192 + 400) / 8192)
+    # skinny and memory-bound: reading the operands dominates
+    skinny = gemm_time(dev, 1, 8192, 8192, bytes_per_element=2)
+    assert skinny == pytest.approx((8192 + 8192 * 8192 + 8192) * 2 / 2e12)
+
+
+def test_pipeline_bubble_is_p_minus_1_over_v_micro_batches():
+    """1F1B: (m + p - 1) micro-batch slots; interleaving divides the bubble by v."""
+    arch = load_model("llama-2-7b")
+    job = TrainingJob(seq_len=4096, global_batch=64)
+    for vp in (1, 2, 4):
+        plan = ParallelPlan(tp=1, pp=4, dp=1, vp=vp, micro_batch=1)
+        r = evaluate_plan(arch, "h100", job, plan)
+        per_microbatch = (r.breakdown_s["compute"] + r.breakdown_s["pp_p2p"]) / 64
+        assert r.breakdown_s["bubble"] == pytest.approx(3 / vp * per_microbatch, rel=0.02)
+
+
+def test_context_parallel_divides_compute_and_adds_ring_traffic():
+    arch = load_model("llama-3.1-8b")
+    job = TrainingJob(seq_len=65536, global_batch=8)
+    one = evaluate_plan(arch, "h100", job, ParallelPlan(dp=8, zero=3, recompute="full"))
+    four = evaluate_plan(arch, "h100", job, ParallelPlan(dp=2, cp=4, zero=3,
+                                                         recompute="full"))
+    assert four.breakdown_s["compute"] == pytest.approx(one.breakdown_s["compute"], rel=0.1)
+    assert four.hidden_s.get("cp_comm", 0) + four.breakdown_s["cp_comm"] > 0
+
+
+def test_interleaving_shrinks_the_bubble_not_the_compute():
+    arch = load_model("gpt3-175b")
+    job = TrainingJob(seq_len=2048, global_batch=256)
+    base = ParallelPlan(tp=8, pp=8, dp=2, micro_batch=1, recompute="full")
+    plain = evaluate_plan(arch, "a100-sxm4-80gb", job, base)
+    inter = evaluate_plan(arch, "a100-sxm4-80gb", job, replace(base, vp=3))
+    assert inter.breakdown_s["bubble"] < plain.breakdown_s["bubble"]
+    assert np.isclose(inter.breakdown_s["compute"], plain.breakdown_s["compute"])
+
+
+MODELS = ["llama-3.1-8b", "mixtral-8x7b", "gpt3-175b", "qwen2.5-7b"]
+
+
+@st.composite
+def plans(draw):
+    arch = load_model(draw(st.sampled_from(MODELS)))
+    heads = arch.attention.num_heads
+    tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if heads % t == 0
+                               and arch.mlp.intermediate_size % t == 0]))
+    pp = draw(st.sampled_from([1, 2, 4]))
+    dp = draw(st.sampled_from([1, 2, 4, 8]))
+    mb = draw(st.sampled_from([1, 2]))
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8)
+                               if arch.is_moe and dp % e == 0 and 8 % e == 0] or [1]))
+    recompute = draw(st.sampled_from(["none", "selective", "full"]))
+    plan = ParallelPlan(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=recompute,
+                        zero=draw(st.integers(0, 3)), sequence_parallel=tp > 1 and
+                        draw(st.booleans()), vp=draw(st.sampled_from([1, 2])) if pp > 1 else 1)
+    job = TrainingJob(seq_len=draw(st.sampled_from([1024, 4096])), global_batch=dp * mb * 8,
+                      tokens=1e11, precision=draw(st.sampled_from(["bf16", "fp8"])))
+    return arch, plan, job, draw(st.sampled_from(["h100", "a100-sxm4-80gb", "b200"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_step_time_is_positive_finite_and_adds_up(case):
+    arch, plan, job, gpu = case
+    r = evaluate_plan(arch, gpu, job, plan)
+    assert math.isfinite(r.step_s) and r.step_s > 0
+    assert all(v >= 0 and math.isfinite(v) for v in r.breakdown_s.values())
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_s)
+    assert set(r.breakdown_s) == set(BREAKDOWN)
+    assert 0 < r.mfu <= r.hfu < 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_more_gpus_never_increase_total_flops(case):
+    """The same job on twice the data-parallel replicas does the same total work: the
+    hardware FLOPs per step (HFU x step x GPUs x peak) stay equal, per GPU they halve."""
+    arch, plan, job, gpu = case
+    bigger = replace(plan, dp=plan.dp * 2)
+    a = evaluate_plan(arch, gpu, job, plan)
+    b = evaluate_plan(arch, gpu, job, bigger)
+    total_a = a.hfu * a.step_s * plan.num_gpus
+    total_b = b.hfu * b.step_s * bigger.num_gpus
+    assert total_b == pytest.approx(total_a, rel=1e-9)
+    assert total_b / bigger.num_gpus < total_a / plan.num_gpus
