@@ -175,6 +175,9 @@ class TrainJob(_Spec):
     optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
     kernels: Literal["fused", "eager"] = "fused"
     storage: str | None = Field(default=None, description="storage tier the data is read from")
+    data_bytes_per_token: float | None = Field(
+        default=None, gt=0, description="bytes read per token (default: a 4-byte token id; "
+                                        "raw text ~4-6, image-text pairs far more)")
 
 
 class Pins(_Spec):

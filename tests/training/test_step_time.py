@@ -136,3 +136,24 @@ def test_more_gpus_never_increase_total_flops(case):
     total_b = b.hfu * b.step_s * bigger.num_gpus
     assert total_b == pytest.approx(total_a, rel=1e-9)
     assert total_b / bigger.num_gpus < total_a / plan.num_gpus
+
+
+def test_a_slow_loader_stalls_the_step():
+    """Pre-tokenised text never stalls; 50 kB per token from a managed NFS tier does:
+    the stall is what the tier's per-node read rate cannot deliver within the step."""
+    from infraplan.catalog import load_catalog
+
+    arch = load_model("llama-3.1-8b")
+    plan = ParallelPlan(dp=8, zero=1)
+    tier = load_catalog().storage.get("aws-efs-elastic")
+    text = evaluate_plan(arch, "h100", TrainingJob(seq_len=4096, global_batch=64,
+                                                   storage=tier.name), plan)
+    assert text.breakdown_s["data_stall"] == 0.0
+    heavy = TrainingJob(seq_len=4096, global_batch=64, storage=tier.name,
+                        data_bytes_per_token=50e3)
+    slow = evaluate_plan(arch, "h100", heavy, plan)
+    read_s = 64 * 4096 * 50e3 / tier.read_bytes_per_s_per_node
+    if tier.read_bytes_per_s_aggregate:
+        read_s = max(read_s, 64 * 4096 * 50e3 / tier.read_bytes_per_s_aggregate)
+    assert slow.breakdown_s["data_stall"] == pytest.approx(read_s - text.step_s, rel=1e-6)
+    assert slow.step_s == pytest.approx(read_s, rel=1e-6)

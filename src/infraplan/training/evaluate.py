@@ -36,11 +36,13 @@ class TrainingJob:
     optimizer: str = "adamw"
     kernels: str = "fused"
     storage: str | None = None  # storage tier name; None: no data-loading check
+    data_bytes_per_token: float | None = None  # bytes read per token (raw text, images)
 
     def step_options(self) -> StepOptions:
         return StepOptions(seq_len=self.seq_len, global_batch=self.global_batch,
                            precision=self.precision, grad_dtype=self.grad_dtype,
-                           optimizer=self.optimizer, kernels=self.kernels)
+                           optimizer=self.optimizer, kernels=self.kernels,
+                           data_bytes_per_token=self.data_bytes_per_token)
 
     def memory_options(self) -> MemoryOptions:
         return MemoryOptions(seq_len=self.seq_len, precision=self.precision,

@@ -57,7 +57,8 @@ def plan_training(scenario: TrainScenario) -> SearchResult:
     t = scenario.training
     job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,
-                      kernels=t.kernels, storage=t.storage)
+                      kernels=t.kernels, storage=t.storage,
+                      data_bytes_per_token=t.data_bytes_per_token)
     gpus = [hardware.cluster(g, scenario.hardware.system).gpu.name
             for g in scenario.hardware.gpus]
     # one knob set per accelerator type (node sizes differ); counts come from the first

@@ -36,6 +36,7 @@ class StepOptions:
     grad_dtype: str | None = None
     optimizer: str = "adamw"
     kernels: str = "fused"
+    data_bytes_per_token: float | None = None  # None: a pre-tokenised token id
 
 
 def step_time_arrays(arch: ModelArch, dev: Device, fab: coll.Fabric, opts: StepOptions,
@@ -165,7 +166,7 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     ZeRO 0: all-reduce; 1 and 2: reduce-scatter of gradients then all-gather of updated
     16-bit weights (ZeRO paper Sec. 7: same volume as the all-reduce). Bucketed, it
     overlaps the last micro-batch's backward (gradients) and the next step's first forward
-    (weights). ZeRO-3/FSDP all-gathers each layer's weights in the forward and again in the
+    (weights), all but the last bucket. ZeRO-3/FSDP all-gathers each layer's weights in the forward and again in the
     backward and reduce-scatters its gradients, every micro-batch, prefetched one layer
     ahead: per layer only what exceeds that layer's compute is exposed."""
     wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
@@ -182,8 +183,13 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     eff = calibration("grad-overlap-efficiency")
     window_bwd = eff * stage["backward"]
     window_fwd = eff * stage["forward"]
-    zero12 = overlapped(grads_rs, window_bwd) + overlapped(weights_ag, window_fwd)
-    zero0 = overlapped(grads_ar, window_bwd)
+    # Buckets: the last gradient bucket is only ready when the backward ends (and the first
+    # weight bucket is needed before the forward starts), so one bucket's worth is exposed.
+    grad_bytes = (dense + experts) * gb
+    last_bucket = np.minimum(1.0, calibration("grad-bucket-bytes") / np.maximum(grad_bytes, 1))
+    zero12 = overlapped((1 - last_bucket) * grads_rs, window_bwd) + last_bucket * grads_rs \
+        + overlapped((1 - last_bucket) * weights_ag, window_fwd) + last_bucket * weights_ag
+    zero0 = overlapped((1 - last_bucket) * grads_ar, window_bwd) + last_bucket * grads_ar
     dp_exposed = np.where(p.zero == 0, zero0, np.where(p.zero < 3, zero12, 0.0))
     dp_total = np.where(p.zero == 0, grads_ar, np.where(p.zero < 3, grads_rs + weights_ag, 0.0))
 
@@ -218,7 +224,8 @@ def _data_stall(opts, storage, compute_step, num_nodes, p):
     tier delivers them slower than the step consumes them (it prefetches in parallel)."""
     if storage is None or num_nodes is None:
         return np.zeros_like(compute_step)
-    total = opts.global_batch * opts.seq_len * calibration("token-bytes")
+    per_token = opts.data_bytes_per_token or calibration("token-bytes")
+    total = opts.global_batch * opts.seq_len * per_token
     nodes = np.maximum(np.asarray(num_nodes, dtype=float), 1.0)
     read = total / (nodes * storage.read_bytes_per_s_per_node)
     if storage.read_bytes_per_s_aggregate:
