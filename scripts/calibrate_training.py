@@ -73,7 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     results = []
     for combo in itertools.product(*(GRID[name] for name in FITTED)):
-        values = dict(zip(FITTED, combo))
+        values = dict(zip(FITTED, combo, strict=True))
         set_constants(values)
         report = validate_training(DEV)
         results.append((score(report, values), values, report))

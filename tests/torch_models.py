@@ -229,7 +229,7 @@ class MoE(nn.Module):
         permuted = x[token]
         counts = torch.bincount(chosen.reshape(-1), minlength=len(self.experts)).tolist()
         outputs = torch.cat([expert(part) for expert, part in
-                             zip(self.experts, permuted.split(counts))])
+                             zip(self.experts, permuted.split(counts), strict=True)])
         weighted = outputs * weights.reshape(-1)[order, None]
         index = token[:, None].expand(-1, x.shape[-1])
         return torch.zeros_like(x).scatter_add(0, index, weighted).reshape(shape)

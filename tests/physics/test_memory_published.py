@@ -38,8 +38,8 @@ def test_megatron_distributed_optimizer_is_6_plus_12_over_d_bytes_per_param():
 
 
 def test_korthikanti_gpt_layer_is_34_plus_5as_over_h():
-    """Korthikanti et al. 2022, activation memory per layer: per layer s b h (34 + 5 a s / h) bytes in
-    16-bit; with tensor parallelism t and no sequence parallelism s b h (10 + 24/t +
+    """Korthikanti et al. 2022, activation memory per layer: s b h (34 + 5 a s / h) bytes
+    in 16-bit; with tensor parallelism t and no sequence parallelism s b h (10 + 24/t +
     5 a s / (h t)); with sequence parallelism everything is divided by t. The generalised
     model adds the norms' fp32 statistics (16 bytes per token per layer)."""
     arch = load_model("gpt3-175b")  # GPT-2 family: dropout 0.1, LayerNorm, 4h GeLU

@@ -91,6 +91,6 @@ def test_golden_scenarios(name):
     assert got["fitting"] == expected["fitting"]
     for section in ("best", "frontier"):
         assert [p["plan"] for p in got[section]] == [p["plan"] for p in expected[section]]
-        for g, e in zip(got[section], expected[section]):
+        for g, e in zip(got[section], expected[section], strict=True):
             assert g["step_s"] == pytest.approx(e["step_s"], rel=1e-9)
             assert g["breakdown_s"] == pytest.approx(e["breakdown_s"], rel=1e-9, abs=1e-12)

@@ -16,7 +16,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
 
     def fmt(row):
         return "  ".join(c.rjust(w) if i in align_right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+                         for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(cells[0]), rule] + [fmt(r) for r in cells[1:]])

@@ -116,7 +116,8 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     for kind in ("tp_comm", "cp_comm", "dp_comm", "zero3_comm"):
         out[f"hidden.{kind}"] = np.maximum(steps[f"total.{kind}"] - steps[kind], 0.0)
     out.update(
-        recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes, tokens_per_s=tokens_per_step / step,
+        recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes,
+        tokens_per_s=tokens_per_step / step,
         mfu=model_flops / (step * gpus * peak), hfu=hw_flops / (step * gpus * peak),
         memory_bytes=memory["total"], capacity_bytes=np.full_like(step, c.gpu.memory_bytes),
         fits=memory["total"] <= c.gpu.memory_bytes,

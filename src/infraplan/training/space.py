@@ -53,7 +53,7 @@ class Space:
 def _product(**axes) -> dict[str, np.ndarray]:
     names = list(axes)
     grids = np.meshgrid(*(np.asarray(axes[n], dtype=float) for n in names), indexing="ij")
-    return {n: g.ravel() for n, g in zip(names, grids)}
+    return {n: g.ravel() for n, g in zip(names, grids, strict=True)}
 
 
 def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> Space:

@@ -166,9 +166,10 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     ZeRO 0: all-reduce; 1 and 2: reduce-scatter of gradients then all-gather of updated
     16-bit weights (ZeRO paper Sec. 7: same volume as the all-reduce). Bucketed, it
     overlaps the last micro-batch's backward (gradients) and the next step's first forward
-    (weights), all but the last bucket. ZeRO-3/FSDP all-gathers each layer's weights in the forward and again in the
-    backward and reduce-scatters its gradients, every micro-batch, prefetched one layer
-    ahead: per layer only what exceeds that layer's compute is exposed."""
+    (weights), all but the last bucket. ZeRO-3/FSDP all-gathers each layer's weights in the
+    forward and again in the backward and reduce-scatters its gradients, every
+    micro-batch, prefetched one layer ahead: per layer only what exceeds that layer's
+    compute is exposed."""
     wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
     dense, experts = _stage_param_split(stages, p)
     dp_group = coll.group(p.dp * p.cp, p.tp, fab)

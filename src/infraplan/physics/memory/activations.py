@@ -1,9 +1,10 @@
 """Activation memory: the tensors a decoder layer saves for its backward pass.
 
 This generalises Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", section "Activation Memory") from GPT to any architecture here by listing the saved
-tensors one by one. For GPT (LayerNorm, MHA, 4h GeLU MLP, dropout, eager attention) the
-terms add up to the paper's s b h (34 + 5 a s / h) bytes per layer in 16-bit.
+Transformer Models", section "Activation Memory") from GPT to any architecture here by
+listing the saved tensors one by one. For GPT (LayerNorm, MHA, 4h GeLU MLP, dropout,
+eager attention) the terms add up to the paper's s b h (34 + 5 a s / h) bytes per layer
+in 16-bit.
 
 Each term is in bytes per token of a micro-batch and belongs to one class:
   replicated  every tensor-parallel rank holds it whole (hidden-size tensors around the
@@ -11,10 +12,10 @@ Each term is in bytes per token of a micro-batch and belongs to one class:
   tensor      sharded by t (per-head and FFN-width tensors)
   per_key     also multiplied by the keys each query attends to (eager attention's
               s x s probabilities), sharded by t
-Roles: "core" terms belong to the attention core that selective recompute repeats (paper
-"selective activation recomputation") and "checkpoint_input" terms exist only then, as the recomputed core's inputs;
-"gemm_input" terms are saved only for the weight gradient of `gemm`, so a
-frozen weight (LoRA base) does not keep them.
+Roles: "core" terms belong to the attention core that selective recompute repeats (the
+paper's "selective activation recomputation") and "checkpoint_input" terms exist only
+then, as the recomputed core's inputs; "gemm_input" terms are saved only for the weight
+gradient of `gemm`, so a frozen weight (LoRA base) does not keep them.
 
 Kernel profiles: "fused" is Megatron-Core / Transformer Engine style (flash attention
 saving q, k, v, output and the fp32 log-sum-exp; fused norms saving input and fp32
