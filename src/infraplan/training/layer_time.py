@@ -57,11 +57,6 @@ class LayerTime:
     tp_comm_total: np.ndarray  # the same collectives before any overlap
     cp_comm_total: np.ndarray
 
-    @property
-    def total(self) -> np.ndarray:
-        return (self.forward + self.backward + self.recompute + self.tp_comm + self.cp_exposed
-                + self.ep_comm)
-
 
 def _gemm_shape(g, tokens, tp, ep, arch: ModelArch):
     """(rows, cols, depth, count) of one GEMM on one rank."""
@@ -86,8 +81,7 @@ def _elementwise_bytes(arch: ModelArch, moe_layer: bool) -> tuple[float, float]:
                                                      float(arch.moe.experts_per_token))]
     if moe_layer and arch.moe.shared:
         mlps.append((arch.moe.shared, 1.0))
-        # permute and un-permute copies of the k routed rows
-    if moe_layer:
+    if moe_layer:  # permute and un-permute: read and write the k routed copies of a token
         replicated += 4 * arch.moe.experts_per_token * h * e
     for mlp, rows in mlps:
         tensor += rows * (3 if mlp.gated else 2) * mlp.intermediate_size * e
