@@ -20,7 +20,8 @@ class InputError(InfraplanError, ValueError):
     def __init__(self, message: str, *, fix: str | None = None):
         self.message = message
         self.fix = fix
-        super().__init__(message if fix is None else f"{message}. To fix: {fix}")
+        joiner = " " if message.endswith(("?", ".", "!")) else ". "
+        super().__init__(message if fix is None else f"{message}{joiner}To fix: {fix}")
 
 
 class UnknownNameError(InputError):

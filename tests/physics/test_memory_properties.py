@@ -93,15 +93,22 @@ def test_more_zero_sharding_never_needs_more_memory(case):
 
 @SETTINGS
 @given(cases())
-def test_recompute_and_smaller_micro_batches_never_need_more_activations(case):
+def test_recompute_and_smaller_micro_batches_never_need_more_memory(case):
+    """On every pipeline rank activations shrink with recompute and grow with the
+    micro-batch, so the fullest rank's total does too. (The fullest rank itself can
+    change, e.g. from the last rank's logits to the first rank's extra layer, so its
+    activations alone need not be monotone.)"""
     arch, plan, options = case
     by_mode = [memory(arch, ParallelPlan(**{**_fields(plan), "recompute": r}), options)
                for r in RECOMPUTE]
-    acts = [r.activations_bytes for r in by_mode]
-    assert acts[0] >= acts[1] >= acts[2]
+    totals = [r.total_bytes for r in by_mode]
+    assert totals[0] >= totals[1] >= totals[2]
+    if plan.pp == 1:  # one rank: its activations themselves are monotone
+        acts = [r.activations_bytes for r in by_mode]
+        assert acts[0] >= acts[1] >= acts[2]
     bigger = memory(arch, ParallelPlan(**{**_fields(plan),
                                           "micro_batch": plan.micro_batch + 1}), options)
-    assert bigger.activations_bytes > by_mode[RECOMPUTE.index(plan.recompute)].activations_bytes
+    assert bigger.total_bytes > by_mode[RECOMPUTE.index(plan.recompute)].total_bytes
 
 
 @SETTINGS

@@ -233,4 +233,13 @@ def _nothing_fits(evaluated, count, deadline_s, budget) -> str:
         return (f"no plan fits in memory: the smallest needs {need / GiB:.1f} GiB per "
                 f"accelerator, {ev.gpu} has {cap / GiB:.1f} GiB; allow more GPUs, "
                 "recompute, ZeRO or a larger accelerator")
-    return "no plan meets the deadline/budget; relax them or allow more GPUs"
+    fitting = [ev for ev in evaluated if ev.out and ev.out["fits"].any()]
+    fastest = min(ev.out.get("time_to_train_s", ev.out["step_s"])[ev.out["fits"]].min()
+                  for ev in fitting)
+    cheapest = min(ev.out["gpu_hours"][ev.out["fits"]].min() for ev in fitting) \
+        if "gpu_hours" in fitting[0].out else None
+    parts = [f"the fastest plan that fits takes {fastest / 86400:,.1f} days"]
+    if cheapest is not None:
+        parts.append(f"the cheapest needs {cheapest:,.0f} GPU-hours")
+    return (f"no plan meets the deadline/budget: {'; '.join(parts)}; relax them or allow "
+            "more GPUs")
