@@ -145,15 +145,21 @@ def _run_model(args) -> int:
     return 0
 
 
+def _kind_command(kinds, name: str, help_text: str, description: str, argument: str,
+                  argument_help: str, run) -> None:
+    """`infraplan <verb> <kind> FILE [--json]`: plan train, validate training, ..."""
+    p = kinds.add_parser(name, help=help_text, description=description)
+    p.add_argument(argument, help=argument_help)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
 def _add_plan(sub) -> None:
     p = sub.add_parser("plan", help="search the best plans for a workload")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
-    train = kinds.add_parser("train", help="training: parallelism, GPUs, time, GPU-hours",
-                             description="Search every parallel plan of a training scenario "
-                                         "and rank the ones that fit.")
-    train.add_argument("scenario", help="training scenario YAML (see examples/)")
-    train.add_argument("--json", action="store_true")
-    train.set_defaults(run=_run_plan_train)
+    _kind_command(kinds, "train", "training: parallelism, GPUs, time, GPU-hours",
+                  "Search every parallel plan of a training scenario and rank the ones that "
+                  "fit.", "scenario", "training scenario YAML (see examples/)", _run_plan_train)
 
 
 def _run_plan_train(args) -> int:
@@ -173,12 +179,10 @@ def _run_plan_train(args) -> int:
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="predict published measurements, report the error")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
-    training = kinds.add_parser("training", help="training step times / GPU-hours CSV",
-                                description="Predict each row of a training validation CSV "
-                                            "(schema: validation/README.md).")
-    training.add_argument("file", help="CSV of published training measurements")
-    training.add_argument("--json", action="store_true")
-    training.set_defaults(run=_run_validate_training)
+    _kind_command(kinds, "training", "training step times / GPU-hours CSV",
+                  "Predict each row of a training validation CSV (schema: "
+                  "validation/README.md).", "file", "CSV of published training measurements",
+                  _run_validate_training)
 
 
 def _run_validate_training(args) -> int:
