@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infraplan.errors import InputError, close_matches
+from infraplan.files import read_user_file
 
 PositiveInt = Field(ge=1)
 
@@ -113,11 +114,10 @@ def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
                   overrides: dict[str, Any] | None = None) -> _Spec:
     """Read a scenario YAML; `overrides` ({"parallelism.tp": 8}) win over the file."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"scenario file {str(path)!r} does not exist",
-                         fix="give the path of a scenario YAML (see examples/)")
+    text = read_user_file(path, "scenario file",
+                          fix="give the path of a scenario YAML (see examples/)")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

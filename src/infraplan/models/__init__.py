@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from infraplan.errors import InputError, UnknownNameError
+from infraplan.files import read_user_file
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 from infraplan.models.families import FAMILIES, arch_from_config
 from infraplan.models.flops import (forward_flops_per_sequence, forward_flops_per_token, gemms,
@@ -30,17 +31,13 @@ def read_config(path: Path) -> dict:
     """Parse a config.json; a folder means the config.json inside it."""
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
-        raise InputError(f"model file {str(path)!r} does not exist",
-                         fix="give a catalog model name or the path of a config.json")
+    text = read_user_file(path, "model file",
+                          fix="give a catalog model name or the path of a config.json")
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path.name}: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno} ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path.name}: cannot be read ({exc})") from None
-    return raw
 
 
 @lru_cache(maxsize=256)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import Accelerator, Network, System  # noqa: F401
+from infraplan.catalog.schema import Accelerator, Network, System
 from infraplan.physics.collectives import Fabric
 from infraplan.physics.compute import Device
 

@@ -126,6 +126,7 @@ def _targets(options: MemoryOptions) -> frozenset[str] | None:
     return None if options.finetune == "full" else lora_targets(options.lora_targets)
 
 
+@lru_cache(maxsize=256)
 def _edge_bytes(arch: ModelArch, options: MemoryOptions) -> tuple[np.ndarray, np.ndarray]:
     """(replicated, tensor) bytes per token of the first-stage and last-stage extras."""
     widths, targets = _widths(options), _targets(options)
