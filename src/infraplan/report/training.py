@@ -61,20 +61,4 @@ def search_report(model: str, result) -> str:
     return "\n".join(lines)
 
 
-def validation_report(report) -> str:
-    rows = []
-    for r in report.rows:
-        if r.predicted is None:
-            rows.append([r.id, "-", f"{r.published:,.4g}", "failed", r.error or ""])
-        else:
-            rows.append([r.id, f"{r.predicted:,.4g}", f"{r.published:,.4g}",
-                         f"{r.error_pct:+.1f}%", r.plan.plan.describe() if r.plan else ""])
-    lines = [table(["row", "predicted", "published", "error", "plan"], rows,
-                   align_right=[1, 2, 3]), "",
-             f"rows: {len(report.rows)}, median |error| {report.median_abs_error_pct:.1f}%, "
-             f"max |error| {report.max_abs_error_pct:.1f}%, failed: {len(report.failed)}"]
-    lines += [f"  failed {r.id}: {r.error}" for r in report.failed]
-    return "\n".join(lines)
-
-
-__all__ = ["search_report", "validation_report", "plans_table", "breakdown", "format_count"]
+__all__ = ["search_report", "plans_table", "breakdown", "format_count"]

@@ -148,6 +148,9 @@ class PlanResult:
     hidden_s: dict[str, float] = field(default_factory=dict)  # communication overlapped
     notes: tuple[str, ...] = field(default=())
 
+    def describe(self) -> str:
+        return self.plan.describe()
+
     def to_json(self) -> dict:
         data = asdict(self)
         data["plan"] = asdict(self.plan)

@@ -7,18 +7,15 @@ virtual pipeline stages, which the schema has no column for): the fastest plan t
 
 from __future__ import annotations
 
-import csv
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from infraplan.errors import InfraplanError, InputError
+from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
-from infraplan.training.evaluate import PlanResult, TrainingJob
+from infraplan.training.evaluate import TrainingJob
 from infraplan.training.search import search
 from infraplan.training.space import Knobs, VIRTUAL_STAGES
+from infraplan.validation import RowResult, ValidationReport, row_int, validate_file
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
            "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
@@ -26,65 +23,7 @@ COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "
 METRICS = ("step_s", "gpu_hours")
 
 
-@dataclass(frozen=True)
-class RowResult:
-    id: str
-    predicted: float | None
-    published: float
-    plan: PlanResult | None = None
-    error: str | None = None
-
-    @property
-    def error_pct(self) -> float | None:
-        if self.predicted is None:
-            return None
-        return 100.0 * (self.predicted / self.published - 1.0)
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    rows: list[RowResult]
-
-    @property
-    def predicted_rows(self) -> list[RowResult]:
-        return [r for r in self.rows if r.predicted is not None]
-
-    @property
-    def median_abs_error_pct(self) -> float:
-        errors = [abs(r.error_pct) for r in self.predicted_rows]
-        return float(np.median(errors)) if errors else float("nan")
-
-    @property
-    def max_abs_error_pct(self) -> float:
-        errors = [abs(r.error_pct) for r in self.predicted_rows]
-        return float(max(errors)) if errors else float("nan")
-
-    @property
-    def failed(self) -> list[RowResult]:
-        return [r for r in self.rows if r.predicted is None]
-
-    def to_json(self) -> dict:
-        return {
-            "rows": [{"id": r.id, "predicted": r.predicted, "published": r.published,
-                      "error_pct": r.error_pct,
-                      "plan": r.plan.plan.describe() if r.plan else None} for r in self.rows],
-            "median_abs_error_pct": self.median_abs_error_pct,
-            "max_abs_error_pct": self.max_abs_error_pct,
-            "failed": [{"id": r.id, "reason": r.error} for r in self.failed],
-        }
-
-
-def _int(row, key):
-    text = (row.get(key) or "").strip()
-    if not text:
-        return None
-    try:
-        value = int(float(text))
-    except ValueError:
-        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
-    if value < 0:
-        raise InputError(f"row {row.get('id')!r}: {key} must be >= 0, got {value}")
-    return value
+_int = row_int
 
 
 def _pinned(value, default):
@@ -128,22 +67,4 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
 
 
 def validate_training(path: str | Path) -> ValidationReport:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"validation file {str(path)!r} does not exist")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
-                             fix="see validation/README.md for the training CSV schema")
-        rows = list(reader)
-    results = []
-    for row in rows:
-        try:
-            results.append(predict_row(row, path.parent))
-        except InfraplanError as exc:
-            results.append(RowResult(id=row.get("id", "?"), predicted=None,
-                                     published=float(row.get("value") or "nan"),
-                                     error=str(exc)))
-    return ValidationReport(results)
+    return validate_file(path, COLUMNS, "training", predict_row)
