@@ -84,8 +84,7 @@ def _memory_overrides(args) -> dict:
 
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
-    from infraplan.training.memory import (memory_for_scenario, min_gpus_for_states,
-                                           suggest_fixes)
+    from infraplan.training.memory import memory_for_scenario, min_gpus_for_states, suggest_fixes
     from infraplan.workloads import MemoryScenario, apply_overrides, load_scenario, parse_spec
 
     overrides = _memory_overrides(args)
@@ -160,6 +159,67 @@ def _add_plan(sub) -> None:
     _kind_command(kinds, "train", "training: parallelism, GPUs, time, GPU-hours",
                   "Search every parallel plan of a training scenario and rank the ones that "
                   "fit.", "scenario", "training scenario YAML (see examples/)", _run_plan_train)
+    _kind_command(kinds, "serve", "serving: the cheapest deployment that meets the SLOs",
+                  "Compare accelerators, TP, precision and batch limits for a serving "
+                  "scenario; simulate each and find the fewest replicas that meet its SLOs.",
+                  "scenario", "serving scenario YAML (see examples/)", _run_plan_serve)
+
+
+def _load_serve(path):
+    from pathlib import Path
+
+    from infraplan.serving.scenario import ServeScenario
+    from infraplan.workloads import load_scenario
+
+    return load_scenario(path, ServeScenario), Path(path).parent
+
+
+def _run_plan_serve(args) -> int:
+    from infraplan.report.serving import plan_report
+    from infraplan.serving.planner import plan_serving
+
+    scenario, base = _load_serve(args.scenario)
+    plan = plan_serving(scenario, base_dir=base)
+    name = scenario.name or scenario.model
+    print(json.dumps(dict(model=scenario.model, **plan.to_json()), indent=2) if args.json
+          else plan_report(name, plan))
+    return 0
+
+
+def _add_simulate(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate one configuration under traffic")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    _kind_command(kinds, "serve", "serving: latency, throughput, KV use, cost",
+                  "Simulate the scenario's deployment under its traffic.", "scenario",
+                  "serving scenario YAML (see examples/)", _run_simulate_serve)
+
+
+def _run_simulate_serve(args) -> int:
+    from infraplan.catalog import load_catalog
+    from infraplan.report.serving import simulation_report
+    from infraplan.serving.metrics import summarize
+    from infraplan.serving.simulate import simulate
+    from infraplan.serving.traffic import generate
+
+    scenario, base = _load_serve(args.scenario)
+    dep = scenario.deployment_spec()
+    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
+    result = simulate(dep, requests, base_dir=base)
+    gpu = result.replica.gpu.name
+    price = scenario.prices.get(dep.gpu) or scenario.prices.get(gpu) or \
+        load_catalog().price_per_gpu_hour(gpu, scenario.pricing)
+    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    r = result.replica
+    describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
+                f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
+                f"{r.max_num_batched_tokens}")
+    if args.json:
+        summary["deployment"] = dep.model_dump()
+        summary["timeline"] = {k: v.tolist() for k, v in result.timeline.items()}
+        print(json.dumps(summary, indent=2))
+    else:
+        print(simulation_report(scenario.name or scenario.model, describe, summary))
+    return 0
 
 
 def _run_plan_train(args) -> int:
@@ -183,15 +243,29 @@ def _add_validate(sub) -> None:
                   "Predict each row of a training validation CSV (schema: "
                   "validation/README.md).", "file", "CSV of published training measurements",
                   _run_validate_training)
+    _kind_command(kinds, "serving", "serving throughputs / latencies CSV",
+                  "Simulate each row of a serving validation CSV (schema: "
+                  "validation/README.md).", "file", "CSV of published serving measurements",
+                  _run_validate_serving)
+
+
+def _print_validation(report, as_json: bool) -> int:
+    from infraplan.report.validation import validation_report
+
+    print(json.dumps(report.to_json(), indent=2) if as_json else validation_report(report))
+    return 0
 
 
 def _run_validate_training(args) -> int:
-    from infraplan.report.training import validation_report
     from infraplan.training.validate import validate_training
 
-    report = validate_training(args.file)
-    print(json.dumps(report.to_json(), indent=2) if args.json else validation_report(report))
-    return 0
+    return _print_validation(validate_training(args.file), args.json)
+
+
+def _run_validate_serving(args) -> int:
+    from infraplan.serving.validate import validate_serving
+
+    return _print_validation(validate_serving(args.file), args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -205,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_catalog(sub)
     _add_model(sub)
     _add_plan(sub)
+    _add_simulate(sub)
     _add_validate(sub)
     return parser
 

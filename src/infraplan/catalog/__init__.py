@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Measurement,
-                                     ModelEntry, Network, StorageTier, System)
+from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Engine, Measurement,
+                                     ModelEntry, Network, Price, StorageTier, System)
 from infraplan.catalog.table import Table, load_table
 from infraplan.errors import InputError
 
@@ -29,6 +29,8 @@ class Catalog:
     memory_overheads: Table[Constant]
     calibration: Table[Calibration]
     measurements: Table[Measurement]
+    engines: Table[Engine]
+    prices: Table[Price]
 
     def check_references(self) -> None:
         """Every name a row points at exists (a system's GPU, network, local storage)."""
@@ -40,10 +42,22 @@ class Catalog:
         for m in self.measurements:
             if m.target not in self.accelerators and m.target not in self.systems:
                 raise InputError(f"measurements.yaml: {m.name!r} targets unknown {m.target!r}")
+        for price in self.prices:
+            self.accelerators.get(price.accelerator)
         for entry in self.models:
             if not (MODELS_DIR / entry.config_file).is_file():
                 raise InputError(f"models.yaml: {entry.name!r} points at missing "
                                  f"{entry.config_file!r}")
+
+    def price_per_gpu_hour(self, accelerator_name: str, pricing: str = "on_demand") -> float:
+        """The lowest listed price of an accelerator (USD per GPU-hour)."""
+        gpu = self.accelerators.get(accelerator_name)
+        offers = [p.usd_per_gpu_hour for p in self.prices
+                  if p.accelerator == gpu.name and p.pricing == pricing]
+        if not offers:
+            raise InputError(f"no {pricing} price for {gpu.name} in the catalog",
+                             fix=f"give one in the scenario: prices: {{{gpu.name}: 2.50}}")
+        return min(offers)
 
     def system_for(self, accelerator_name: str) -> System:
         """The default node type of an accelerator: the first system row that holds it."""
@@ -68,6 +82,8 @@ def load_catalog() -> Catalog:
         calibration=load_table(DATA_DIR / "calibration.yaml", Calibration, "calibration"),
         measurements=load_table(DATA_DIR / "measurements.yaml", Measurement, "measurement")
         if (DATA_DIR / "measurements.yaml").is_file() else Table("measurement", []),
+        engines=load_table(DATA_DIR / "engines.yaml", Engine, "engine"),
+        prices=load_table(DATA_DIR / "prices.yaml", Price, "price"),
     )
     catalog.check_references()
     return catalog

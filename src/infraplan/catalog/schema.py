@@ -173,3 +173,55 @@ class Calibration(Constant):
     set from a measurement or a document instead)."""
 
     fitted_on: tuple[str, ...] = ()
+
+
+class LargeMemoryDefaults(BaseModel):
+    """Engine defaults that change on big GPUs (vLLM raises its batch limits on >= 70 GiB
+    chips other than A100)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_memory_bytes: Bytes
+    exclude_architectures: tuple[str, ...] = ()
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+
+
+class Engine(Row):
+    """An inference engine's scheduler defaults: what a deployment gets unless it says
+    otherwise."""
+
+    max_num_seqs: int = Field(ge=1, description="sequences running at once")
+    max_num_batched_tokens: int = Field(ge=1, description="tokens one step may process")
+    large_memory_defaults: LargeMemoryDefaults | None = None
+    block_size: int = Field(ge=1, description="tokens per paged KV-cache block")
+    chunked_prefill: bool = Field(description="prefill chunks share steps with decodes")
+    kv_memory_fraction: float = Field(gt=0, le=1)
+    kv_memory_rule: Literal["of_total", "of_free"] = Field(
+        description="of_total: fraction x device memory holds weights, activations and KV "
+                    "(vLLM gpu_memory_utilization); of_free: KV gets the fraction of what is "
+                    "free after weights and activations (TensorRT-LLM)")
+    kv_policy: Literal["on_demand", "reserve"] = Field(
+        description="on_demand: blocks allocated as sequences grow, preemption by recompute "
+                    "when they run out (vLLM); reserve: a request is admitted only if its "
+                    "whole prompt + output fits (TensorRT-LLM GUARANTEED_NO_EVICT)")
+    step_overhead_s: Seconds = Field(description="per-step CPU time: scheduling, sampling, "
+                                                 "launch, not hidden behind the GPU")
+
+    def batch_limits(self, gpu: Accelerator) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) this engine picks on `gpu`."""
+        big = self.large_memory_defaults
+        if big and gpu.memory_bytes >= big.min_memory_bytes \
+                and gpu.architecture not in big.exclude_architectures:
+            return big.max_num_seqs, big.max_num_batched_tokens
+        return self.max_num_seqs, self.max_num_batched_tokens
+
+
+class Price(Row):
+    """What one GPU-hour of an accelerator costs at a provider."""
+
+    accelerator: str = Field(description="name of an accelerator row")
+    provider: str
+    pricing: Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
+    usd_per_gpu_hour: float = Field(gt=0)
+    observed: dt.date = Field(description="when the provider charged this price")

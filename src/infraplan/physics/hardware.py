@@ -44,23 +44,31 @@ def gemm_dtype(precision: str) -> str:
     return {"fp32": "fp32", "fp8": "fp8"}.get(precision, precision)
 
 
+# What a kernel runs inside: a training step (forward + backward attention, the training
+# derate) or an inference engine step (forward attention only, the serving derate).
+_USES = {"training": ("training-derate", ("attention_fwd_bwd", "attention_backward")),
+         "serving": ("serving-derate", ("attention_forward",))}
+
+
 @lru_cache(maxsize=128)
-def device(gpu_name: str, precision: str) -> Device:
+def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
+    """Achievable rates of `gpu_name` for GEMMs in `precision`, inside a training step or an
+    inference engine's step (`use`)."""
+    derate_name, attention_kinds = _USES[use]
     gpu = load_catalog().accelerators.get(gpu_name)
     dtype = gemm_dtype(precision)
     peak = gpu.peak_flops_for(dtype)
-    dtypes = (dtype,) if dtype in ("fp8", "fp32") else _SIXTEEN_BIT
+    dtypes = (dtype,) if dtype in ("fp8", "fp32", "int8") else _SIXTEEN_BIT
     gemm = _best_fraction(gpu.name, ("gemm",), peak, dtypes=dtypes) or calibration(
         "default-gemm-fraction")
     # attention runs in 16-bit even in fp8 training (Transformer Engine default)
     peak16 = gpu.peak_flops_for("bf16" if "bf16" in gpu.peak_flops else "fp16") \
         if any(d in gpu.peak_flops for d in _SIXTEEN_BIT) else peak
-    attention = _best_fraction(gpu.name, ("attention_fwd_bwd", "attention_backward"),
-                               peak16, dtypes=_SIXTEEN_BIT) or calibration(
-        "default-attention-fraction")
+    attention = _best_fraction(gpu.name, attention_kinds, peak16,
+                               dtypes=_SIXTEEN_BIT) or calibration("default-attention-fraction")
     memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
                             use_bytes=True) or calibration("default-memory-fraction")
-    derate = calibration("training-derate")
+    derate = calibration(derate_name)
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
                   compute_units=gpu.compute_units,

@@ -1,0 +1,62 @@
+"""Terminal views of serving runs: one simulation's metrics, a capacity plan."""
+
+from __future__ import annotations
+
+import math
+
+from infraplan.report.terminal import table
+from infraplan.units import format_count
+
+
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
+
+
+def simulation_report(name: str, describe: str, s: dict) -> str:
+    t = s["throughput"]
+    lines = [f"{name}: {describe}",
+             f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
+             f"{s['dropped']:,}, preemptions {s['preemptions']:,}; makespan "
+             f"{s['makespan_s']:,.1f} s, {format_count(s['steps'])} engine steps", "",
+             table(["latency", "mean", "p50", "p90", "p99"],
+                   [[label, *(_ms(s[key][k]) for k in ("mean", "p50", "p90", "p99"))]
+                    for label, key in (("time to first token", "ttft_s"),
+                                       ("time per output token", "tpot_s"),
+                                       ("end to end", "e2e_s"))], align_right=[1, 2, 3, 4]),
+             "",
+             f"throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} "
+             f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s",
+             f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
+             f"({s['slo_attainment']:.1%} of requests)",
+             f"KV cache: {s['kv_cache']['capacity_tokens']:,} tokens per replica, mean use "
+             f"{s['kv_cache']['mean_utilization']:.1%}, peak {s['kv_cache']['peak_utilization']:.1%}"
+             f"; GPUs busy {s['gpu_busy_fraction']:.1%}"]
+    if "queue" in s:
+        lines.append(f"queue: mean {s['queue']['mean_waiting']:,.1f} waiting, max "
+                     f"{s['queue']['max_waiting']:,}")
+    if "cost" in s:
+        c = s["cost"]
+        lines.append(f"cost: ${c['usd_per_million_output_tokens']:,.3f} per million output "
+                     f"tokens (${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} GPUs)")
+    return "\n".join(lines)
+
+
+def plan_report(name: str, plan) -> str:
+    rows = []
+    for c in plan.ranked:
+        s = c.summary
+        rows.append([c.describe(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
+                     _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
+                     f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
+    lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
+             f"{plan.search_seconds:.1f} s", ""]
+    if plan.best is None:
+        lines.append("no configuration meets the SLOs")
+    else:
+        lines += [f"cheapest: {plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h", "",
+                  table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
+                         "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5])]
+    if plan.rejected:
+        lines += ["", "rejected:"] + [f"  {c.describe()}: {c.reason}" for c in plan.rejected]
+    lines += [f"note: {n}" for n in plan.notes[1:]]
+    return "\n".join(lines)

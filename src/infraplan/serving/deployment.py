@@ -1,0 +1,182 @@
+"""A serving deployment: model, accelerator, parallelism, precision, engine and scheduler
+limits, and what it resolves to (step-time tables, KV capacity, batch limits)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import Accelerator, Engine
+from infraplan.dtypes import canonical_dtype
+from infraplan.errors import InputError
+from infraplan.models import ModelArch, load_model
+from infraplan.serving.lengths import SpecModel
+from infraplan.serving.memory import ReplicaMemory, replica_memory
+from infraplan.serving.quantization import activation_dtype, weight_format
+from infraplan.serving.step_time import Speculation, StepModel, build_step_model
+
+
+class Speculative(SpecModel):
+    method: Literal["draft", "ngram"] = Field(
+        description="draft: a small model proposes tokens; ngram: prompt lookup (free)")
+    num_tokens: int = Field(default=4, ge=1, le=16, description="tokens drafted per step")
+    acceptance_rate: float = Field(gt=0, le=1, description="probability each drafted token "
+                                                           "is accepted (measure it on your "
+                                                           "traffic)")
+    draft_model: str | None = Field(default=None, description="catalog name or config.json")
+
+    @model_validator(mode="after")
+    def _draft_named(self):
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("speculative.draft_model is required when method is 'draft'")
+        return self
+
+
+class Deployment(SpecModel):
+    """One configuration: `replicas` copies of a `tp`-GPU engine behind a router."""
+
+    origin: ClassVar[str] = "deployment"
+
+    model: str = Field(description="catalog model name or config.json path")
+    gpu: str = Field(description="accelerator name or alias from the catalog")
+    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per replica")
+    replicas: int = Field(default=1, ge=1)
+    weight_dtype: str = Field(default="bf16", description="bf16, fp16, fp8, int8, int4")
+    kv_dtype: str | None = Field(default=None,
+                                 description="KV-cache dtype (default: 16-bit; fp8 halves it)")
+    engine: str = Field(default="vllm", description="vllm, tensorrt-llm or sglang")
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    block_size: int | None = Field(default=None, ge=1)
+    chunked_prefill: bool | None = None
+    kv_policy: Literal["on_demand", "reserve"] | None = None
+    memory_fraction: float | None = Field(default=None, gt=0, le=1)
+    batching: Literal["continuous", "static"] = "continuous"
+    batch_size: int | None = Field(default=None, ge=1, description="static batching: "
+                                                                   "requests per batch")
+    router: Literal["round_robin", "least_outstanding"] = "least_outstanding"
+    speculative: Speculative | None = None
+    expert_imbalance: float = Field(default=1.0, ge=1.0, description="MoE: busiest expert's "
+                                                                     "load / mean load")
+    tuning: Literal["engine", "trtllm-bench"] = Field(
+        default="engine", description="engine: the engine's default batch limits; "
+                                      "trtllm-bench: sized from the request lengths as "
+                                      "trtllm-bench does for throughput runs")
+
+    @model_validator(mode="after")
+    def _static_needs_batch(self):
+        if self.batching == "static" and self.batch_size is None:
+            raise ValueError("deployment.batch_size is required when batching is 'static'")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.replicas
+
+
+@dataclass(frozen=True)
+class ResolvedReplica:
+    """What the simulator needs for one replica of a deployment."""
+
+    deployment: Deployment
+    arch: ModelArch
+    gpu: Accelerator
+    engine: Engine
+    step: StepModel
+    memory: ReplicaMemory
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    chunked_prefill: bool
+    kv_policy: str
+
+
+def trtllm_bench_limits(kv_tokens: int, input_len: float, output_len: float) -> tuple[int, int]:
+    """trtllm-bench's max_batch_size and max_num_tokens for a throughput run
+    (tensorrt_llm/bench/build/tuning.py, calc_engine_setting / finetune_setting): as many
+    requests as the KV cache holds at ISL + OSL tokens each, capped at 4096, rounded up to
+    32 / 128 / 256; tokens = batch x (1 + ISL / OSL), capped at 32768, floor 2048."""
+    raw_bs = min(kv_tokens / (input_len + output_len), 4096)
+    if raw_bs < 256:
+        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        max_bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        max_bs = 256 * math.ceil(raw_bs / 256)
+    raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
+    if raw_tokens < 4096:
+        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        max_tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return int(max_bs), int(max_tokens)
+
+
+def resolve(dep: Deployment, *, base_dir: Path | None = None,
+            mean_lengths: tuple[float, float] | None = None) -> ResolvedReplica:
+    """Look everything up and build the step model and the memory plan.
+
+    `mean_lengths` (input, output) sizes the batch limits when `tuning` is trtllm-bench."""
+    catalog = load_catalog()
+    arch = load_model(dep.model, base_dir=base_dir)
+    gpu = catalog.accelerators.get(dep.gpu)
+    engine = catalog.engines.get(dep.engine)
+    heads = arch.attention.num_heads
+    if heads % dep.tp:
+        raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
+                         fix="pick a tp that divides the head count (1, 2, 4, 8)")
+    return _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
+
+
+@lru_cache(maxsize=256)
+def _draft_step(draft_model: str, base_dir: Path | None, gpu_name: str, tp: int,
+                max_tokens: int, max_seqs: int) -> StepModel:
+    """The draft model's steps run inside the target's step: no engine overhead of their
+    own."""
+    gpu = load_catalog().accelerators.get(gpu_name)
+    arch = load_model(draft_model, base_dir=base_dir)
+    return build_step_model(arch, gpu, tp=tp, weights=weight_format("bf16", gpu, "bf16"),
+                            kv_dtype="bf16", max_tokens=max_tokens, max_seqs=max_seqs,
+                            overhead_s=0.0)
+
+
+def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
+             mean_lengths, base_dir) -> ResolvedReplica:
+    act = activation_dtype(gpu)
+    weights = weight_format(dep.weight_dtype, gpu, act)
+    kv_dtype = canonical_dtype(dep.kv_dtype or act, field="kv_dtype")
+    max_seqs, max_tokens = engine.batch_limits(gpu)
+    block = dep.block_size or engine.block_size
+    memory = replica_memory(arch, gpu, engine, tp=dep.tp, weights=weights, kv_dtype=kv_dtype,
+                            max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
+                            max_num_seqs=dep.max_num_seqs or max_seqs, block_size=block,
+                            memory_fraction=dep.memory_fraction)
+    if dep.tuning == "trtllm-bench" and mean_lengths is not None:
+        max_seqs, max_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
+    if dep.batching == "static":
+        max_seqs = dep.batch_size
+    max_seqs = dep.max_num_seqs or max_seqs
+    max_tokens = dep.max_num_batched_tokens or max_tokens
+    spec = None
+    if dep.speculative is not None:
+        s = dep.speculative
+        draft = _draft_step(s.draft_model, base_dir, gpu.name, dep.tp, max_tokens,
+                            max_seqs) if s.method == "draft" else None
+        spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
+                           draft=draft)
+    step = build_step_model(arch, gpu, tp=dep.tp, weights=weights, kv_dtype=kv_dtype,
+                            max_tokens=max(max_tokens, max_seqs * (
+                                spec.num_tokens + 1 if spec else 1)),
+                            max_seqs=max_seqs, overhead_s=engine.step_overhead_s,
+                            expert_imbalance=dep.expert_imbalance, speculation=spec)
+    chunked = engine.chunked_prefill if dep.chunked_prefill is None else dep.chunked_prefill
+    return ResolvedReplica(deployment=dep, arch=arch, gpu=gpu, engine=engine, step=step,
+                           memory=memory, max_num_seqs=max_seqs,
+                           max_num_batched_tokens=max_tokens, chunked_prefill=chunked,
+                           kv_policy=dep.kv_policy or engine.kv_policy)

@@ -1,0 +1,108 @@
+"""Memory of one serving replica per GPU: weights, the activation peak, fixed overheads, and
+what is left for the paged KV cache.
+
+Weights: every GEMM weight in its stored format (serving/quantization.py), split over the
+t tensor-parallel ranks; embeddings (vocabulary-parallel), norms and biases stay 16-bit.
+Activations: engines profile one forward pass of `max_num_batched_tokens` tokens before
+sizing the cache (vLLM's profile run; TensorRT-LLM's activation buffers for max_num_tokens).
+Its peak is the widest live set of a layer: the input, the gate+up output of the MLP
+(2 f / t per token) and the QKV output, plus the fp32 logits of the sampled sequences.
+The KV cache then gets either a fraction of the whole device (vLLM gpu_memory_utilization)
+or a fraction of what is still free (TensorRT-LLM kv_cache_free_gpu_mem_fraction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import Accelerator, Engine
+from infraplan.errors import InputError
+from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token, param_counts
+from infraplan.models.flops import Gemm
+from infraplan.serving.quantization import WeightFormat
+from infraplan.units import format_bytes
+
+
+@dataclass(frozen=True)
+class ReplicaMemory:
+    """Bytes per GPU."""
+
+    device_bytes: float
+    weight_bytes: float
+    activation_bytes: float
+    overhead_bytes: float
+    kv_bytes: float
+    kv_bytes_per_token: float  # per GPU
+    block_size: int
+
+    @property
+    def kv_blocks(self) -> int:
+        return int(self.kv_bytes // (self.kv_bytes_per_token * self.block_size))
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.kv_blocks * self.block_size
+
+
+def is_routed_expert(g: Gemm) -> bool:
+    return g.name.startswith("expert_")
+
+
+def weight_bytes_per_gpu(arch: ModelArch, weights: WeightFormat, tp: int) -> float:
+    """GEMM weights of the layers in the stored format; embeddings, the LM head, norms and
+    biases in 16 bits (engines leave the head unquantized: vLLM's fp8 and TensorRT-LLM's
+    quantization configs exclude lm_head by default)."""
+    experts = arch.moe.num_experts if arch.is_moe else 1
+    quantized = sum(g.fan_in * g.fan_out * g.layers * (experts if is_routed_expert(g) else 1)
+                    for g in gemms(arch) if g.scope != "head")
+    rest = param_counts(arch).total - quantized
+    return (quantized * weights.bytes_per_weight + rest * 2.0) / tp
+
+
+def _kv_share(arch: ModelArch, tp: int) -> float:
+    at = arch.attention
+    if at.kind == "mla":
+        return 1.0
+    return max(at.num_kv_heads / tp, 1.0) / at.num_kv_heads
+
+
+def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int,
+                   weights: WeightFormat, kv_dtype: str, max_num_batched_tokens: int,
+                   max_num_seqs: int, block_size: int,
+                   memory_fraction: float | None = None) -> ReplicaMemory:
+    at, h = arch.attention, arch.hidden_size
+    ffn = arch.moe.expert.intermediate_size * arch.moe.experts_per_token if arch.is_moe \
+        else arch.mlp.intermediate_size
+    live_per_token = 2 * h + 2 * ffn / tp + (at.q_width + 2 * at.num_kv_heads * at.head_dim) / tp
+    logits = max_num_seqs * arch.vocab_size / tp * 4.0 * 2  # fp32 logits and probabilities
+    activations = max_num_batched_tokens * live_per_token * 2.0 + logits
+    overheads = load_catalog().memory_overheads
+    fixed = overheads.get("cuda-context").value
+    if tp > 1:
+        fixed += overheads.get("communication-buffers").value
+    weight = weight_bytes_per_gpu(arch, weights, tp)
+    total = gpu.memory_bytes
+    fraction = memory_fraction or engine.kv_memory_fraction
+    if engine.kv_memory_rule == "of_total":
+        kv = fraction * total - weight - activations - fixed
+    else:
+        kv = fraction * (total - weight - activations - fixed)
+    per_token = kv_cache_bytes_per_token(arch, kv_dtype) * _kv_share(arch, tp)
+    mem = ReplicaMemory(device_bytes=total, weight_bytes=weight, activation_bytes=activations,
+                        overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
+                        kv_bytes_per_token=per_token, block_size=block_size)
+    if mem.kv_blocks < 1:
+        raise InputError(
+            f"{arch.name} on {tp} x {gpu.name}: weights {format_bytes(weight)} + activations "
+            f"{format_bytes(activations)} per GPU leave no room for the KV cache",
+            fix=f"raise tp (now {tp}), quantize the weights (fp8, int4) or pick a GPU with "
+                "more memory")
+    return mem
+
+
+def min_tp_for_weights(arch: ModelArch, gpu: Accelerator, weights: WeightFormat) -> int:
+    """Smallest power-of-two TP whose weight shard fits the device (a lower bound)."""
+    need = weight_bytes_per_gpu(arch, weights, 1) / gpu.memory_bytes
+    return 1 << max(0, math.ceil(math.log2(max(need, 1e-9))))

@@ -1,0 +1,103 @@
+"""What a serving run achieved: latencies, throughput, goodput under SLOs, KV use, cost.
+
+Definitions (as vLLM's benchmark_serving and NVIDIA GenAI-Perf use them):
+- TTFT: first token time - arrival (queueing included).
+- TPOT: (finish - first token) / (output tokens - 1), per request; requests of one token
+  have none. Inter-token latency averaged per request, as those tools report it.
+- End-to-end latency: finish - arrival.
+- Throughput: completed requests and tokens over the makespan (first arrival to last
+  finish).
+- Goodput (Zhong et al. 2024, DistServe): requests per second that met every SLO.
+- Cost per million output tokens: the GPUs' price for the makespan / output tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infraplan.serving.simulate import SimResult
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    e2e_p99_s: float | None = None
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    if values.size == 0:
+        return {"mean": float("nan"), **{f"p{p}": float("nan") for p in PERCENTILES}}
+    pct = np.percentile(values, PERCENTILES)
+    return {"mean": float(values.mean()), **{f"p{p}": float(v) for p, v in
+                                            zip(PERCENTILES, pct, strict=True)}}
+
+
+def latencies(res: SimResult) -> dict[str, np.ndarray]:
+    done = res.completed
+    arrival = res.requests.arrival_s[done]
+    first, finish = res.first_token_s[done], res.finish_s[done]
+    out = res.requests.output_tokens[done]
+    multi = out > 1
+    return {"ttft_s": first - arrival, "e2e_s": finish - arrival,
+            "tpot_s": (finish[multi] - first[multi]) / (out[multi] - 1), "multi": multi}
+
+
+def summarize(res: SimResult, *, slo: Slo | None = None,
+              usd_per_gpu_hour: float | None = None) -> dict:
+    lat = latencies(res)
+    done = res.completed
+    req = res.requests
+    n_done = int(done.sum())
+    start = float(req.arrival_s.min())
+    end = float(np.nanmax(res.finish_s)) if n_done else start
+    makespan = max(end - start, 1e-12)
+    out_tokens = float(req.output_tokens[done].sum())
+    in_tokens = float(req.input_tokens[done].sum())
+    met = np.ones(n_done, dtype=bool)
+    if slo is not None:
+        if slo.ttft_p99_s is not None:
+            met &= lat["ttft_s"] <= slo.ttft_p99_s
+        if slo.tpot_p99_s is not None:
+            tpot_ok = np.ones(n_done, dtype=bool)
+            tpot_ok[lat["multi"]] = lat["tpot_s"] <= slo.tpot_p99_s
+            met &= tpot_ok
+        if slo.e2e_p99_s is not None:
+            met &= lat["e2e_s"] <= slo.e2e_p99_s
+    mem = res.replica.memory
+    replicas = len(res.busy_s)
+    capacity = mem.kv_blocks * replicas
+    gpus = res.deployment.num_gpus
+    summary = {
+        "requests": len(req), "completed": n_done, "dropped": len(res.dropped),
+        "preemptions": int(res.preemptions.sum()),
+        "makespan_s": makespan,
+        "ttft_s": _stats(lat["ttft_s"]), "tpot_s": _stats(lat["tpot_s"]),
+        "e2e_s": _stats(lat["e2e_s"]),
+        "throughput": {"requests_per_s": n_done / makespan,
+                       "output_tokens_per_s": out_tokens / makespan,
+                       "total_tokens_per_s": (in_tokens + out_tokens) / makespan},
+        "goodput_requests_per_s": float(met.sum()) / makespan,
+        "slo_attainment": float(met.mean()) if n_done else 0.0,
+        "kv_cache": {"capacity_tokens": mem.kv_tokens, "block_size": mem.block_size,
+                     "mean_utilization": float(res.block_seconds.sum() / (capacity * makespan)),
+                     "peak_utilization": float(res.peak_blocks.max() / mem.kv_blocks)},
+        "gpu_busy_fraction": float(res.busy_s.sum() / (replicas * makespan)),
+        "steps": res.steps, "num_gpus": gpus,
+        "simulated_requests_per_wall_s": len(req) / max(res.wall_s, 1e-9),
+    }
+    if res.timeline["t_s"].size:
+        summary["queue"] = {"mean_waiting": float(res.timeline["waiting"].mean()),
+                            "max_waiting": int(res.timeline["waiting"].max())}
+    if usd_per_gpu_hour is not None:
+        usd = gpus * usd_per_gpu_hour * makespan / 3600.0
+        summary["cost"] = {"usd_per_gpu_hour": usd_per_gpu_hour, "usd": usd,
+                           "usd_per_million_output_tokens": usd / out_tokens * 1e6
+                           if out_tokens else float("inf"),
+                           "usd_per_million_total_tokens": usd / (in_tokens + out_tokens)
+                           * 1e6 if out_tokens else float("inf")}
+    return summary

@@ -1,0 +1,217 @@
+"""Capacity planning: the cheapest deployment that serves the traffic within its SLOs.
+
+For every candidate replica (accelerator x TP x weight format x KV format x batch limit)
+that fits in memory, find the fewest replicas that meet the SLOs at the planning rate:
+a Poisson (or gamma, or trace) stream split evenly over R replicas is, per replica, the
+same kind of stream at rate / R, so one replica is simulated at rate / R. More replicas
+never hurt latency, so the smallest R is found by doubling then bisection. The cheapest
+candidates are then re-simulated as whole deployments (every replica behind the
+least-outstanding-requests router) to confirm them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
+from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
+from infraplan.serving.metrics import Slo, summarize
+from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import TrafficSpec, generate, mean_rate_per_s, with_rate
+
+CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
+
+
+@dataclass
+class Candidate:
+    deployment: Deployment
+    usd_per_hour: float = math.inf
+    summary: dict | None = None
+    reason: str | None = None  # why it was rejected
+
+    def describe(self) -> str:
+        d = self.deployment
+        return (f"{d.replicas} x {d.tp} x {d.gpu} {d.weight_dtype}/kv {d.kv_dtype}"
+                + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
+
+    def to_json(self) -> dict:
+        out = {"deployment": self.deployment.model_dump(), "describe": self.describe(),
+               "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
+               else None, "rejected": self.reason}
+        if self.summary:
+            s = self.summary
+            out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
+                       output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
+                       usd_per_million_output_tokens=s.get("cost", {}).get(
+                           "usd_per_million_output_tokens"))
+        return out
+
+
+@dataclass
+class ServePlan:
+    rate_per_s: float
+    best: Candidate | None
+    ranked: list[Candidate]
+    rejected: list[Candidate]
+    simulations: int
+    search_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"planning_rate_per_s": self.rate_per_s,
+                "best": self.best.to_json() if self.best else None,
+                "alternatives": [c.to_json() for c in self.ranked],
+                "rejected": [c.to_json() for c in self.rejected],
+                "simulations": self.simulations, "search_seconds": self.search_seconds,
+                "notes": self.notes}
+
+
+def violations(summary: dict, slo: Slo) -> list[str]:
+    out = []
+    for name, limit, key in (("p99 TTFT", slo.ttft_p99_s, "ttft_s"),
+                             ("p99 TPOT", slo.tpot_p99_s, "tpot_s"),
+                             ("p99 end-to-end", slo.e2e_p99_s, "e2e_s")):
+        value = summary[key]["p99"]
+        if limit is not None and not value <= limit:
+            out.append(f"{name} {value:.3g} s > {limit:g} s")
+    if summary["dropped"]:
+        out.append(f"{summary['dropped']} requests dropped")
+    return out
+
+
+def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
+    """The rate to provision for: the scenario's peak, the diurnal curve's top, or the mean."""
+    if scenario.peak_rate_per_s:
+        return scenario.peak_rate_per_s
+    arrival = scenario.traffic.arrival
+    if arrival.kind == "diurnal":
+        return max(rate for _, rate in arrival.curve)
+    return mean_rate_per_s(scenario.traffic, base_dir=base_dir)
+
+
+def _stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
+    """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
+    if traffic.arrival.kind == "diurnal":
+        raw = traffic.model_dump(exclude_none=True)
+        raw["arrival"] = {"kind": "poisson", "rate_per_s": rate}
+        if "num_requests" not in raw:
+            raw.pop("duration_s", None)
+            raw["num_requests"] = 2000
+        return TrafficSpec.model_validate(raw)
+    return with_rate(traffic, rate)
+
+
+def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> ServePlan:
+    start = time.perf_counter()
+    space = scenario.search
+    if space is None:
+        raise InputError("scenario.search is required by plan serve",
+                         fix="add search: {gpus: [h100, a100-sxm4-80gb]}")
+    if scenario.traffic.arrival.kind == "offline":
+        raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
+                         fix="use simulate serve for an offline batch")
+    slo = scenario.slo.to_slo()
+    rate = planning_rate(scenario, base_dir)
+    catalog = load_catalog()
+    candidates, rejected = [], []
+    seqs = space.max_num_seqs or (None,)
+    sims = 0
+    for gpu, tp, wd, kv, ms in itertools.product(space.gpus, space.tp, space.weight_dtypes,
+                                                 space.kv_dtypes, seqs):
+        dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=wd, kv_dtype=kv,
+                         engine=space.engine, max_num_seqs=ms)
+        cand = Candidate(dep)
+        try:
+            price = scenario.prices.get(gpu) or catalog.price_per_gpu_hour(gpu, scenario.pricing)
+            resolved = resolve(dep, base_dir=base_dir)
+        except InputError as exc:
+            cand.reason = exc.message
+            rejected.append(cand)
+            continue
+        replicas, summary, count, why = _fewest_replicas(scenario, resolved, rate, slo,
+                                                         space.max_replicas, price, base_dir)
+        sims += count
+        cand.deployment = dep.model_copy(update={"replicas": replicas or space.max_replicas})
+        cand.summary = summary
+        if replicas is None:
+            cand.reason = f"misses the SLOs even with {space.max_replicas} replicas: {why}"
+            rejected.append(cand)
+            continue
+        cand.usd_per_hour = replicas * tp * price
+        candidates.append(cand)
+    candidates.sort(key=lambda c: (c.usd_per_hour, c.deployment.num_gpus))
+    confirmed = []
+    for cand in candidates[:CONFIRMED]:
+        sims += _confirm(scenario, cand, rate, slo, base_dir)
+        confirmed.append(cand)
+    ranked = sorted(confirmed, key=lambda c: c.usd_per_hour) + candidates[CONFIRMED:]
+    notes = [f"planned for {rate:.3g} requests/s"]
+    if scenario.traffic.arrival.kind == "diurnal" and ranked:
+        mean = mean_rate_per_s(scenario.traffic)
+        best = ranked[0].deployment.replicas
+        notes.append(f"the diurnal mean is {mean:.3g} requests/s: about "
+                     f"{max(1, math.ceil(best * mean / rate))} of the {best} replicas suffice "
+                     "off-peak (autoscale)")
+    return ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
+                     rejected=rejected, simulations=sims,
+                     search_seconds=time.perf_counter() - start, notes=notes)
+
+
+def _per_replica(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
+                 base_dir) -> dict:
+    requests = generate(_stream(scenario.traffic, rate / replicas), seed=scenario.seed,
+                        base_dir=base_dir)
+    result = simulate(resolved.deployment, requests, resolved=resolved)
+    return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+
+
+def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir):
+    """(replicas, summary at that count, simulations run, last violation)."""
+    count, summaries = 0, {}
+
+    def ok(r: int) -> bool:
+        nonlocal count
+        if r not in summaries:
+            summaries[r] = _per_replica(scenario, resolved, rate, r, price, base_dir)
+            count += 1
+        return not violations(summaries[r], slo)
+
+    hi = 1
+    while not ok(hi):
+        if hi >= max_replicas:
+            return None, summaries[hi], count, "; ".join(violations(summaries[hi], slo))
+        hi = min(hi * 2, max_replicas)
+    lo = hi // 2  # fails (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, summaries[hi], count, ""
+
+
+def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:
+    """Simulate the whole deployment behind its router; add replicas until it meets the SLOs
+    (the even split is an approximation of a real router)."""
+    sims = 0
+    price = cand.usd_per_hour / cand.deployment.num_gpus
+    for _ in range(4):
+        requests = generate(_stream(scenario.traffic, rate), seed=scenario.seed,
+                            base_dir=base_dir)
+        summary = summarize(simulate(cand.deployment, requests, base_dir=base_dir),
+                            slo=slo, usd_per_gpu_hour=price)
+        sims += 1
+        cand.summary = summary
+        if not violations(summary, slo):
+            break
+        cand.deployment = cand.deployment.model_copy(
+            update={"replicas": cand.deployment.replicas + 1})
+    cand.usd_per_hour = price * cand.deployment.num_gpus
+    return sims

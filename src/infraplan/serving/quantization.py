@@ -1,0 +1,51 @@
+"""Weight and KV-cache formats of inference engines: bytes per element and the GEMM dtype.
+
+A format is what the engines ship, not a dtype alone:
+- fp8 (W8A8, per-tensor or per-channel scales): weights and activations in e4m3, GEMMs on
+  fp8 tensor cores where the chip has them (Hopper, Ada, Blackwell; TensorRT-LLM and vLLM
+  "fp8" checkpoints). Chips without fp8 run the weights through a weight-only kernel (vLLM's
+  Marlin fp8 path on Ampere): fp8 bytes, 16-bit math.
+- int8 (W8A8 SmoothQuant, Xiao et al. 2023): int8 GEMMs on int8 tensor cores.
+- int4 (W4A16 AWQ / GPTQ, group size 128): packed 4-bit weights plus one fp16 scale per
+  group of 128 (AWQ, Lin et al. 2024, Sec. 5; 2/128 bytes per weight), dequantised to 16
+  bits inside the GEMM (Marlin kernels), so the math runs at the 16-bit rate.
+Scales of per-tensor and per-channel formats are a negligible share and are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infraplan.catalog.schema import Accelerator
+from infraplan.dtypes import canonical_dtype, dtype_bytes
+from infraplan.errors import InputError
+
+INT4_GROUP_SIZE = 128
+SCALE_BYTES = 2  # one fp16 scale per group
+SERVING_WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
+
+
+@dataclass(frozen=True, slots=True)
+class WeightFormat:
+    name: str
+    bytes_per_weight: float
+    gemm_dtype: str  # the dtype whose tensor-core peak the GEMMs run at
+
+
+def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightFormat:
+    """The format `name` ('bf16', 'fp8', 'int8', 'int4') as it runs on `gpu`."""
+    dtype = canonical_dtype(name, field="weight_dtype")
+    if dtype in ("bf16", "fp16", "fp32"):
+        return WeightFormat(dtype, dtype_bytes(dtype), dtype)
+    if dtype == "int4":
+        return WeightFormat("int4", 0.5 + SCALE_BYTES / INT4_GROUP_SIZE, activation_dtype)
+    if dtype in ("fp8", "int8"):
+        native = dtype in gpu.peak_flops
+        return WeightFormat(dtype, 1.0, dtype if native else activation_dtype)
+    raise InputError(f"weight_dtype {name!r} is not a serving weight format",
+                     fix="use one of " + ", ".join(SERVING_WEIGHT_DTYPES))
+
+
+def activation_dtype(gpu: Accelerator) -> str:
+    """The 16-bit type activations use: bf16 where the chip has it (V100/T4 lack it)."""
+    return "bf16" if "bf16" in gpu.peak_flops else "fp16"

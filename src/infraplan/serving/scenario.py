@@ -1,0 +1,72 @@
+"""What `infraplan simulate serve` and `infraplan plan serve` read from a scenario YAML."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from infraplan.serving.deployment import Deployment
+from infraplan.serving.lengths import FieldError, SpecModel
+from infraplan.serving.metrics import Slo
+from infraplan.serving.traffic import TrafficSpec
+
+
+class SloSpec(SpecModel):
+    ttft_p99_s: float | None = Field(default=None, gt=0, description="p99 time to first token")
+    tpot_p99_s: float | None = Field(default=None, gt=0, description="p99 time per output "
+                                                                     "token")
+    e2e_p99_s: float | None = Field(default=None, gt=0, description="p99 end-to-end latency")
+
+    def to_slo(self) -> Slo:
+        return Slo(ttft_p99_s=self.ttft_p99_s, tpot_p99_s=self.tpot_p99_s,
+                   e2e_p99_s=self.e2e_p99_s)
+
+
+class SearchSpace(SpecModel):
+    """The configurations `plan serve` compares; each list is searched in full."""
+
+    gpus: tuple[str, ...] = Field(min_length=1, description="accelerators to compare")
+    tp: tuple[int, ...] = Field(default=(1, 2, 4, 8), min_length=1)
+    weight_dtypes: tuple[str, ...] = Field(default=("bf16", "fp8"), min_length=1)
+    kv_dtypes: tuple[str, ...] = Field(default=("bf16",), min_length=1)
+    max_num_seqs: tuple[int, ...] | None = Field(default=None, description="default: the "
+                                                                          "engine's")
+    engine: str = "vllm"
+    max_replicas: int = Field(default=64, ge=1, le=4096)
+
+
+class ServeScenario(SpecModel):
+    origin: ClassVar[str] = "scenario"
+
+    name: str = ""
+    description: str = ""
+    model: str
+    traffic: TrafficSpec
+    slo: SloSpec = SloSpec()
+    peak_rate_per_s: float | None = Field(default=None, gt=0, description="plan for this "
+                                                                          "rate (default: "
+                                                                          "the traffic's "
+                                                                          "peak)")
+    deployment: dict | None = Field(default=None, description="simulate serve: the "
+                                                              "configuration (model taken "
+                                                              "from the top)")
+    search: SearchSpace | None = Field(default=None, description="plan serve: what to "
+                                                                 "compare")
+    prices: dict[str, float] = Field(default_factory=dict, description="USD per GPU-hour by "
+                                                                       "accelerator")
+    pricing: Literal["on_demand", "spot"] = "on_demand"
+    seed: int = Field(default=0, ge=0)
+
+    def _check(self) -> None:
+        for gpu, price in self.prices.items():
+            if price <= 0:
+                raise FieldError("prices", f"{gpu}: must be > 0 (got {price})")
+
+    def deployment_spec(self) -> Deployment:
+        if self.deployment is None:
+            raise FieldError("deployment", "is required by simulate serve",
+                             fix="add deployment: {gpu: h100, tp: 1, replicas: 1}")
+        raw = dict(self.deployment)
+        raw.setdefault("model", self.model)
+        return Deployment.model_validate(raw)

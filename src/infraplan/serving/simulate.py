@@ -1,0 +1,170 @@
+"""Run a deployment on a stream of requests: replicas behind a router, continuous or static
+batching. Deterministic: the same requests give the same result (the only randomness is in
+generating the requests, which takes a seed)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from infraplan.errors import InputError
+from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
+from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.traffic import Requests
+
+
+@dataclass
+class SimResult:
+    deployment: Deployment
+    replica: ResolvedReplica
+    requests: Requests
+    first_token_s: np.ndarray  # NaN: never started
+    finish_s: np.ndarray  # NaN: dropped
+    preemptions: np.ndarray
+    dropped: dict[int, str]
+    replica_of: np.ndarray
+    steps: int
+    busy_s: np.ndarray  # per replica
+    block_seconds: np.ndarray  # per replica: integral of KV blocks in use over time
+    peak_blocks: np.ndarray  # per replica
+    timeline: dict[str, np.ndarray] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def completed(self) -> np.ndarray:
+        return np.isfinite(self.finish_s)
+
+
+def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = None,
+             resolved: ResolvedReplica | None = None) -> SimResult:
+    start = time.perf_counter()
+    if len(requests) == 0:
+        raise InputError("no requests to simulate", fix="set num_requests or duration_s > 0")
+    r = resolved or resolve(dep, base_dir=base_dir, mean_lengths=(
+        float(requests.input_tokens.mean()), float(requests.output_tokens.mean())))
+    book = RequestBook(requests.input_tokens.tolist(), requests.output_tokens.tolist())
+    n = len(requests)
+    replica_of = np.zeros(n, dtype=np.int32)
+    if dep.batching == "static":
+        engines = [_static(r, requests, book)]
+    else:
+        engines = [Replica(r.step, kv_blocks=r.memory.kv_blocks,
+                           block_size=r.memory.block_size, max_num_seqs=r.max_num_seqs,
+                           max_num_batched_tokens=r.max_num_batched_tokens,
+                           chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy,
+                           requests=book) for _ in range(dep.replicas)]
+        _route(engines, requests.arrival_s.tolist(), dep.router, replica_of)
+    finish = np.array(book.finish_s)
+    timeline = _merge_timelines(engines)
+    return SimResult(deployment=dep, replica=r, requests=requests,
+                     first_token_s=np.array(book.first_token_s), finish_s=finish,
+                     preemptions=np.array(book.preemptions), dropped=book.dropped,
+                     replica_of=replica_of, steps=sum(e.steps for e in engines),
+                     busy_s=np.array([e.busy_s for e in engines]),
+                     block_seconds=np.array([e.block_seconds for e in engines]),
+                     peak_blocks=np.array([e.peak_used for e in engines]),
+                     timeline=timeline, wall_s=time.perf_counter() - start)
+
+
+def _route(engines: list[Replica], arrivals: list[float], router: str,
+           replica_of: np.ndarray) -> None:
+    count = len(engines)
+    if count == 1:
+        e = engines[0]
+        run_until, submit = e.run_until, e.submit
+        for rid, t in enumerate(arrivals):
+            run_until(t)
+            submit(rid)
+    elif router == "round_robin":
+        for rid, t in enumerate(arrivals):
+            e = engines[rid % count]
+            e.run_until(t)
+            e.submit(rid)
+            replica_of[rid] = rid % count
+    else:  # least outstanding requests; ties go to the lowest index
+        for rid, t in enumerate(arrivals):
+            best, best_load = 0, math.inf
+            for i, e in enumerate(engines):
+                e.run_until(t)
+                load = e.outstanding
+                if load < best_load:
+                    best, best_load = i, load
+            engines[best].submit(rid)
+            replica_of[rid] = best
+    for e in engines:
+        e.run_until(INF)
+
+
+class _StaticEngine:
+    """Summary of a static-batching run (the same attributes the result reads)."""
+
+    def __init__(self):
+        self.steps, self.busy_s, self.block_seconds, self.peak_used = 0, 0.0, 0.0, 0
+        self.timeline: list[tuple[float, int, int, int]] = []
+
+
+def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _StaticEngine:
+    """Static batching (FasterTransformer, TensorRT-LLM's gptSessionBenchmark): batches of
+    `batch_size` requests in arrival order; a batch starts when its last request has arrived
+    and the previous batch is done, prefills every prompt in one pass, then decodes until its
+    longest output is done, finished sequences still occupying their slots."""
+    size, step, block = r.deployment.batch_size, r.step, r.memory.block_size
+    out = _StaticEngine()
+    arrivals = requests.arrival_s
+    inp, outp = requests.input_tokens, requests.output_tokens
+    now = 0.0
+    for lo in range(0, len(requests), size):
+        hi = min(lo + size, len(requests))
+        n = hi - lo
+        lengths_in, lengths_out = inp[lo:hi], outp[lo:hi]
+        blocks = int(np.sum(-(-(lengths_in + lengths_out) // block)))
+        if blocks > r.memory.kv_blocks:
+            raise InputError(f"static batch of {n} requests needs {blocks} KV blocks; the "
+                             f"cache holds {r.memory.kv_blocks}",
+                             fix="lower batch_size, raise tp or quantize the KV cache")
+        now = max(now, float(arrivals[hi - 1]))
+        tokens = int(lengths_in.sum())
+        pairs = float(np.sum(lengths_in * (lengths_in + 1) // 2))
+        prefill = _prefill_time(step, tokens, n, pairs, r.max_num_batched_tokens)
+        now += prefill
+        first = now
+        steps = int(lengths_out.max()) - 1
+        a, b = step.decode_coefficients(n)
+        c = float(lengths_in.sum()) + n
+        # decode step j of the batch ends at first + (j + 1) a + b ((j + 1) c + n j (j + 1) / 2)
+        j = lengths_out - 1
+        ends = first + j * a + b * (j * c + n * j * (j - 1) / 2.0)
+        for i, rid in enumerate(range(lo, hi)):
+            book.first_token(rid, first)
+            book.finish(rid, float(ends[i]))
+        total = steps * a + b * (steps * c + n * steps * (steps - 1) / 2.0)
+        out.block_seconds += blocks * (prefill + total)
+        out.peak_used = max(out.peak_used, blocks)
+        out.busy_s += prefill + total
+        out.steps += 1 + steps
+        now = first + total
+        out.timeline.append((now, max(len(requests) - hi, 0), n, blocks))
+    return out
+
+
+def _prefill_time(step, tokens: int, n: int, pairs: float, budget: int) -> float:
+    """A batch's prefill in passes of at most the step table's tokens."""
+    limit = step.max_tokens
+    if tokens <= limit:
+        return step.time(tokens, 0, n, pairs, 0.0)
+    passes = math.ceil(tokens / limit)
+    return passes * step.time(limit, 0, max(n // passes, 1), pairs / passes, 0.0)
+
+
+def _merge_timelines(engines) -> dict[str, np.ndarray]:
+    points = sorted(p for e in engines for p in e.timeline)
+    if not points:
+        return {"t_s": np.zeros(0), "waiting": np.zeros(0), "running": np.zeros(0),
+                "kv_blocks": np.zeros(0)}
+    arr = np.array(points, dtype=float)
+    return {"t_s": arr[:, 0], "waiting": arr[:, 1], "running": arr[:, 2],
+            "kv_blocks": arr[:, 3]}

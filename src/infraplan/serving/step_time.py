@@ -1,0 +1,216 @@
+"""Seconds of one inference-engine iteration: a mix of prefill tokens and decode sequences.
+
+One step runs every layer once over the T tokens scheduled in it (the prefill chunks plus
+one token per decoding sequence). Per GPU of a tensor-parallel group of t:
+
+- Weight GEMMs, each a roofline (Williams et al. 2009): the slower of the FLOPs at the
+  achievable GEMM rate (wave/tile quantization and the K-efficiency of physics/compute.py)
+  and the bytes moved (the weight matrix once, in its stored format, plus activations).
+  A decode step of a few sequences is therefore bound by reading the weights; a prefill
+  chunk by the math. Megatron-style splits (Shoeybi et al. 2019): column-parallel GEMMs
+  cut fan_out by t, row-parallel ones fan_in.
+- MoE (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): T tokens routed top-k among E
+  experts touch E (1 - (1 - k/E)^T) distinct experts in expectation (uniform routing);
+  each touched expert's weights are read once and it multiplies T k / touched rows. A hot
+  expert (`expert_imbalance` = busiest / mean load) stretches the grouped GEMM.
+- Attention: prefill at the fused-attention FLOP rate, 2 (d_qk + d_v) FLOPs per head per
+  (query, key) pair (causal pairs counted once); decode reads each cached token's K and V
+  once per step (FlashDecoding / PagedAttention), so it is bound by HBM bandwidth.
+- Tensor parallelism: two all-reduces of T x h activations per layer (after the attention
+  output and the MLP down projections), over the node's links (physics/collectives.py).
+- Element-wise work (norms, residual adds, rotary, SwiGLU) at memory bandwidth.
+- The LM head runs only for the sequences sampled in the step (the last token of each),
+  then a fixed per-step engine overhead (scheduling, sampling, launch) from the engine row.
+
+Speculative decoding (Leviathan et al. 2023): a step verifies gamma drafted tokens per
+sequence (gamma + 1 query tokens) and keeps on average tau = (1 - a^(gamma+1)) / (1 - a)
+of them (their eq. 1, acceptance rate a). The drafts cost gamma decode steps of the draft
+model (n-gram / prompt-lookup drafting costs no GPU time). The simulator counts one token
+per sequence per step, so a decode step's time is divided by tau (an expected-value model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from infraplan.catalog.schema import Accelerator
+from infraplan.dtypes import dtype_bytes
+from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token
+from infraplan.physics import hardware
+from infraplan.physics.collectives import all_gather, all_reduce, group
+from infraplan.physics.compute import GEMM_TILES, Device
+from infraplan.serving.memory import is_routed_expert
+from infraplan.serving.quantization import WeightFormat
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding: `num_tokens` drafted per step, accepted each with probability
+    `acceptance_rate`; `draft` is the draft model's step model (None: n-gram drafting)."""
+
+    num_tokens: int
+    acceptance_rate: float
+    draft: StepModel | None = None
+
+    @property
+    def tokens_per_step(self) -> float:
+        a, g = self.acceptance_rate, self.num_tokens
+        return float(g + 1) if a >= 1 else (1 - a ** (g + 1)) / (1 - a)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Closed forms of one replica's step time, as tables the simulator indexes.
+
+    time = linear_s[T] + head_s[S] + prefill_s_per_pair x pairs + decode_s_per_token x ctx
+           + overhead_s
+    T: tokens in the step, S: sequences sampled, pairs: prefill (query, key) pairs,
+    ctx: cached tokens the decoding sequences attend to.
+    """
+
+    linear_s: list[float]
+    head_s: list[float]
+    prefill_s_per_pair: float
+    decode_s_per_token: float
+    overhead_s: float
+    speculation: Speculation | None = None
+
+    @property
+    def max_tokens(self) -> int:
+        return len(self.linear_s) - 1
+
+    def time(self, prefill_tokens: int, n_decode: int, samples: int, prefill_pairs: float,
+             decode_ctx: float) -> float:
+        spec = self.speculation
+        if spec is None or n_decode == 0:
+            return (self.linear_s[prefill_tokens + n_decode] + self.head_s[samples]
+                    + self.prefill_s_per_pair * prefill_pairs
+                    + self.decode_s_per_token * decode_ctx + self.overhead_s)
+        a, b = self.decode_coefficients(n_decode)
+        if prefill_tokens == 0:
+            return a + b * decode_ctx
+        # a mixed step: the prefill part beside a speculative decode step (not divided by tau)
+        return (a + b * decode_ctx) * spec.tokens_per_step + self.linear_s[prefill_tokens] \
+            + self.prefill_s_per_pair * prefill_pairs
+
+    def decode_coefficients(self, n: int) -> tuple[float, float]:
+        """A decode-only step of n sequences costs a + b x ctx (per generated token)."""
+        spec = self.speculation
+        if spec is None:
+            return (self.linear_s[n] + self.head_s[n] + self.overhead_s,
+                    self.decode_s_per_token)
+        g, tau = spec.num_tokens, spec.tokens_per_step
+        queries = min(n * (g + 1), self.max_tokens)
+        a = self.linear_s[queries] + self.head_s[min(queries, len(self.head_s) - 1)] \
+            + self.overhead_s
+        b = self.decode_s_per_token
+        if spec.draft is not None:
+            da, db = spec.draft.decode_coefficients(n)
+            a, b = a + g * da, b + g * db
+        return a / tau, b / tau
+
+
+def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes: float,
+              count) -> np.ndarray:
+    """`count` GEMMs (m x k) @ (k x n) with stored weights: max(math, bytes) + launch."""
+    m = np.asarray(m, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):  # m = 0 rows: masked below
+        math_s = 2.0 * m * n * k / (dev.gemm_flops * split_k_efficiency(m, n, k, dev)
+                                    * (k / (k + dev.gemm_k_overhead)))
+    bytes_s = (n * k * weight_bytes + m * (k + n) * act_bytes) / dev.memory_bytes_per_s
+    return np.where(m > 0, count * (np.maximum(math_s, bytes_s) + dev.kernel_overhead_s), 0.0)
+
+
+SPLIT_K_MIN_DEPTH = 512  # K elements each slice of a stream-K GEMM keeps
+# Tensor-core tiles for few-row GEMMs (MMA is 16 rows deep on Ampere and Hopper): decode
+# kernels pick them; their lower relative efficiency reflects operand re-reads per FLOP.
+SMALL_TILES = ((16, 128, 0.5), (32, 128, 0.6))
+
+
+def split_k_efficiency(m, n, k: float, dev: Device):
+    """Share of the chip's GEMM rate a few-row GEMM gets.
+
+    A decode GEMM has a handful of rows, so its output tiles alone leave most SMs idle;
+    stream-K / split-K kernels (CUTLASS, cuBLAS heuristics) cut the K loop into slices of
+    at least SPLIT_K_MIN_DEPTH so that tiles x slices spread over every SM. Rows below
+    the tile height still compute padding (tile quantization)."""
+    m = np.asarray(m, dtype=float)
+    units = dev.compute_units
+    best = np.zeros(m.shape)
+    for tm, tn, tile_eff in GEMM_TILES + SMALL_TILES:
+        tiles = np.ceil(m / tm) * math.ceil(n / tn)
+        work = tiles * max(1, k // SPLIT_K_MIN_DEPTH)
+        spread = np.minimum(work / units, 1.0) if units else 1.0
+        padding = (m * n) / (np.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
+        best = np.maximum(best, tile_eff * padding * spread)
+    return best
+
+
+def _split(fan_in: int, fan_out: int, split: str, tp: int) -> tuple[float, float]:
+    if split == "column":
+        return fan_in, fan_out / tp
+    if split == "row":
+        return fan_in / tp, fan_out
+    return fan_in, fan_out
+
+
+# Element-wise bytes per token per layer, in units of h activations: two RMSNorms (read and
+# write h each: 4), two residual adds (read 2h, write h each: 6). Rotary (q and k, read and
+# write) and SwiGLU (read 2f, write f) are added per TP rank below.
+_ELEMENTWISE_H = 10
+
+
+def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, weights: WeightFormat,
+                     kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
+                     expert_imbalance: float = 1.0,
+                     speculation: Speculation | None = None) -> StepModel:
+    act = dtype_bytes("bf16")
+    dev = hardware.device(gpu.name, weights.gemm_dtype, use="serving")
+    dev16 = hardware.device(gpu.name, "bf16" if "bf16" in gpu.peak_flops else "fp16",
+                            use="serving")
+    fab = hardware.fabric(hardware.cluster(gpu.name))
+    tokens = np.arange(max_tokens + 1, dtype=float)
+    at, h = arch.attention, arch.hidden_size
+
+    linear = np.zeros_like(tokens)
+    head = None
+    for g in gemms(arch):
+        k, n = _split(g.fan_in, g.fan_out, g.split, tp)
+        if g.scope == "head":
+            rows = np.arange(max_seqs + 1, dtype=float)
+            head = _roofline(dev16, rows, n, k, act, act, 1.0)  # the head stays 16-bit
+            # vocabulary-parallel logits (fp32) gathered on the rank that samples
+            head = head + all_gather(rows * g.fan_out * 4.0, group(tp, 1, fab), fab)
+        elif is_routed_expert(g):
+            experts, top_k = arch.moe.num_experts, g.tokens_per_token
+            touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+            rows = np.divide(tokens * top_k * expert_imbalance, touched,
+                             out=np.zeros_like(tokens), where=touched > 0)
+            linear += _roofline(dev, rows, n, k, weights.bytes_per_weight, act,
+                                touched * g.layers)
+        else:
+            linear += _roofline(dev, tokens * g.tokens_per_token, n, k,
+                                weights.bytes_per_weight, act, g.layers)
+
+    layers = arch.num_layers
+    ffn = arch.moe.expert.intermediate_size * arch.moe.experts_per_token if arch.is_moe \
+        else arch.mlp.intermediate_size
+    per_token_bytes = act * (_ELEMENTWISE_H * h + 2 * (at.q_width + at.num_kv_heads
+                                                        * at.head_dim) / tp + 3 * ffn / tp)
+    linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
+    linear += 2 * layers * all_reduce(tokens * h * act, group(tp, 1, fab), fab) * (tokens > 0)
+
+    heads_per_gpu = at.num_heads / tp
+    pair_flops = 2.0 * layers * heads_per_gpu * (at.head_dim + at.v_head_dim)
+    # KV heads are split over TP ranks; with fewer KV heads than ranks each rank keeps one
+    # (vLLM and TensorRT-LLM replicate them); an MLA latent is whole on every rank.
+    kv_share = 1.0 if at.kind == "mla" else max(at.num_kv_heads / tp, 1.0) / at.num_kv_heads
+    kv_bytes = kv_cache_bytes_per_token(arch, kv_dtype) * kv_share
+    decode = max(kv_bytes / dev.memory_bytes_per_s, pair_flops / dev16.attention_flops)
+    return StepModel(linear_s=linear.tolist(), head_s=head.tolist(),
+                     prefill_s_per_pair=pair_flops / dev16.attention_flops,
+                     decode_s_per_token=decode, overhead_s=overhead_s,
+                     speculation=speculation)

@@ -1,0 +1,120 @@
+"""Predict published serving measurements (validation/README.md, "serving CSV").
+
+A row fixes the model, the accelerator, the replica's GPUs and TP degree, the weight and
+KV formats, fixed request lengths and the arrival pattern. The engine named in the row
+supplies its scheduler defaults; TensorRT-LLM throughput rows (offline) were produced by
+trtllm-bench, which sizes the batch limits from the request lengths, and are simulated
+the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
+from infraplan.serving.deployment import Deployment
+from infraplan.serving.metrics import latencies, summarize
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests
+from infraplan.validation import RowResult, ValidationReport, row_int, validate_file
+
+COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
+           "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
+           "metric", "value")
+METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s")
+ARRIVALS = ("offline", "static_batch", "poisson")
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    deployment: Deployment
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_tokens: int
+
+    def describe(self) -> str:
+        d = self.deployment
+        batching = f"static batch {d.batch_size}" if d.batching == "static" else \
+            f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
+        return (f"{d.engine} TP={d.tp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
+                f"KV {self.kv_tokens:,} tokens")
+
+
+def _required(row: dict, key: str) -> int:
+    value = row_int(row, key)
+    if not value:
+        raise InputError(f"row {row.get('id')!r}: {key} is required and must be >= 1")
+    return value
+
+
+def requests_for_row(row: dict, seed: int = 0) -> Requests:
+    n = _required(row, "num_requests")
+    inp, out = _required(row, "input_len"), _required(row, "output_len")
+    arrival = (row.get("arrival") or "").strip()
+    if arrival not in ARRIVALS:
+        raise InputError(f"row {row['id']!r}: arrival must be one of {', '.join(ARRIVALS)}")
+    if arrival == "poisson":
+        rate = float(row.get("rate_per_s") or 0)
+        if rate <= 0:
+            raise InputError(f"row {row['id']!r}: a poisson row needs rate_per_s > 0")
+        gaps = np.random.Generator(np.random.PCG64(seed)).exponential(1.0 / rate, n)
+        times = np.cumsum(gaps) - gaps[0]
+    else:
+        times = np.zeros(n)
+    return Requests(times, np.full(n, inp), np.full(n, out))
+
+
+def engine_for_row(text: str | None) -> str:
+    """The catalog engine a row's free-text engine names ('TensorRT-LLM 0.13.0', 'vLLM
+    (ROCm)'): the first catalog name or alias the text starts with; vLLM's defaults (the
+    common continuous-batching scheduler) for an engine the catalog does not hold."""
+    key = re.sub(r"[\s_]+", "-", (text or "").strip().lower())
+    for engine in load_catalog().engines:
+        for name in sorted((engine.name, *engine.aliases), key=len, reverse=True):
+            if key.startswith(name.lower().replace("_", "-")):
+                return engine.name
+    return "vllm"
+
+
+def deployment_for_row(row: dict) -> Deployment:
+    engine = load_catalog().engines.get(engine_for_row(row.get("engine")))
+    tp = row_int(row, "tp") or 1
+    gpus = row_int(row, "num_gpus") or tp
+    if gpus != tp:
+        raise InputError(f"row {row['id']!r}: num_gpus={gpus} with tp={tp}; one replica "
+                         "spans tp GPUs (pipeline parallel serving is not modelled)")
+    static = (row.get("arrival") or "").strip() == "static_batch"
+    return Deployment(
+        model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp,
+        weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
+        kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
+        batching="static" if static else "continuous",
+        batch_size=_required(row, "batch") if static else None,
+        tuning="trtllm-bench" if engine.name == "tensorrt-llm" else "engine")
+
+
+def predict_row(row: dict, base_dir: Path) -> RowResult:
+    metric = (row.get("metric") or "").strip()
+    if metric not in METRICS:
+        raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
+    published = float(row["value"])
+    dep = deployment_for_row(row)
+    result = simulate(dep, requests_for_row(row), base_dir=base_dir)
+    if metric == "output_tok_s":
+        predicted = summarize(result)["throughput"]["output_tokens_per_s"]
+    else:
+        lat = latencies(result)
+        values = lat["ttft_s"] if metric == "ttft_p50_s" else lat["tpot_s"]
+        predicted = float(np.median(values))
+    r = result.replica
+    plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens)
+    return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
+
+
+def validate_serving(path: str | Path) -> ValidationReport:
+    return validate_file(path, COLUMNS, "serving", predict_row)

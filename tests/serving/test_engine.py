@@ -1,0 +1,163 @@
+"""The event simulator: invariants under random workloads, the closed-form jump against
+stepping token by token, exact block accounting, static batching, routers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infraplan.serving.deployment import Deployment, resolve
+from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests
+
+DEP = Deployment(model="llama-3.1-8b", gpu="h100", engine="vllm")
+RESOLVED = resolve(DEP)
+
+
+def requests(n, seed, rate, in_max=3000, out_max=600):
+    rng = np.random.default_rng(seed)
+    arrivals = np.zeros(n) if rate is None else np.cumsum(rng.exponential(1 / rate, n))
+    return Requests(arrivals, rng.integers(1, in_max, n), rng.integers(1, out_max, n))
+
+
+def replica(book, *, blocks, policy, chunked, max_seqs, budget, block_size=16,
+            cls=Replica):
+    return cls(RESOLVED.step, kv_blocks=blocks, block_size=block_size, max_num_seqs=max_seqs,
+               max_num_batched_tokens=budget, chunked_prefill=chunked, kv_policy=policy,
+               requests=book)
+
+
+class Checked(Replica):
+    """Checks the invariants after every step."""
+
+    def _advance_clock(self, dt, steps=1):
+        before = self.now
+        super()._advance_clock(dt, steps)
+        assert self.now >= before and dt > 0
+        assert self.used <= self.capacity
+        self.checks = getattr(self, "checks", 0) + 1
+
+    def _pop_finished(self):
+        super()._pop_finished()
+        assert self.used == self.blocks_by_sequence()
+
+
+class TokenByToken(Replica):
+    """The same scheduler without the closed-form jump: one decode step at a time."""
+
+    def _decode_jump(self, t_limit, max_steps=None):
+        super()._decode_jump(t_limit, max_steps=1)
+
+
+def run(rep_cls, reqs, **kw):
+    book = RequestBook(reqs.input_tokens.tolist(), reqs.output_tokens.tolist())
+    rep = replica(book, cls=rep_cls, **kw)
+    for rid, t in enumerate(reqs.arrival_s.tolist()):
+        rep.run_until(t)
+        rep.submit(rid)
+    rep.run_until(INF)
+    return book, rep
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 60), seed=st.integers(0, 10_000),
+       rate=st.one_of(st.none(), st.floats(0.5, 200)),
+       blocks=st.integers(8, 600), policy=st.sampled_from(["on_demand", "reserve"]),
+       chunked=st.booleans(), max_seqs=st.integers(1, 64), budget=st.integers(64, 4096),
+       block_size=st.sampled_from([1, 16, 32]))
+def test_invariants_under_random_workloads(n, seed, rate, blocks, policy, chunked, max_seqs,
+                                           budget, block_size):
+    reqs = requests(n, seed, rate, in_max=1500, out_max=300)
+    book, rep = run(Checked, reqs, blocks=blocks, policy=policy, chunked=chunked,
+                    max_seqs=max_seqs, budget=budget, block_size=block_size)
+    finish, first = np.array(book.finish_s), np.array(book.first_token_s)
+    done = np.isfinite(finish)
+    # every request completes or is reported dropped, never both
+    assert set(np.flatnonzero(~done)) == set(book.dropped)
+    assert not (set(np.flatnonzero(done)) & set(book.dropped))
+    # causality: arrival <= first token <= finish
+    assert np.all(first[done] >= reqs.arrival_s[done] - 1e-12)
+    assert np.all(finish[done] >= first[done])
+    # a request drops only when it could never fit alone
+    for rid in book.dropped:
+        need = -(-(book.prompt[rid] + book.output[rid]) // block_size)
+        assert need > blocks or (not chunked and book.prompt[rid] > budget)
+    assert rep.used == 0 and not rep.running and not rep.waiting
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 10_000), rate=st.floats(1, 100),
+       blocks=st.integers(200, 3000), policy=st.sampled_from(["on_demand", "reserve"]))
+def test_closed_form_jump_equals_token_by_token(n, seed, rate, blocks, policy):
+    reqs = requests(n, seed, rate, in_max=800, out_max=300)
+    kw = dict(blocks=blocks, policy=policy, chunked=True, max_seqs=32, budget=1024)
+    fast, fast_rep = run(Replica, reqs, **kw)
+    slow, slow_rep = run(TokenByToken, reqs, **kw)
+    assert fast.dropped == slow.dropped
+    np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
+    assert fast.preemptions == slow.preemptions
+    assert fast_rep.steps == slow_rep.steps
+
+
+def test_preemption_happens_and_everything_completes():
+    reqs = requests(200, 1, None, in_max=400, out_max=800)
+    book, rep = run(Checked, reqs, blocks=300, policy="on_demand", chunked=True,
+                    max_seqs=64, budget=2048)
+    assert sum(book.preemptions) > 0
+    assert not book.dropped and all(math.isfinite(f) for f in book.finish_s)
+    # reserve never preempts
+    book, _ = run(Checked, reqs, blocks=300, policy="reserve", chunked=True, max_seqs=64,
+                  budget=2048)
+    assert sum(book.preemptions) == 0
+
+
+def test_same_input_same_result_and_seed_matters():
+    a = simulate(DEP, requests(500, 3, 20.0))
+    b = simulate(DEP, requests(500, 3, 20.0))
+    c = simulate(DEP, requests(500, 4, 20.0))
+    np.testing.assert_array_equal(a.finish_s, b.finish_s)
+    assert not np.array_equal(a.finish_s, c.finish_s)
+
+
+def test_single_request_latency_is_prefill_plus_decode_steps():
+    """One request alone: TTFT is one prefill step, then out-1 decode steps of a + b ctx."""
+    r = Requests(np.zeros(1), np.array([1000]), np.array([101]))
+    res = simulate(DEP, r)
+    step = RESOLVED.step
+    prefill = step.time(1000, 0, 1, 1000 * 1001 // 2, 0)
+    a, b = step.decode_coefficients(1)
+    decode = sum(a + b * (1000 + 1 + j) for j in range(100))
+    assert res.first_token_s[0] == pytest.approx(prefill, rel=1e-12)
+    assert res.finish_s[0] == pytest.approx(prefill + decode, rel=1e-9)
+
+
+def test_static_batching_waits_for_the_longest_output():
+    r = Requests(np.zeros(4), np.full(4, 100), np.array([10, 20, 30, 40]))
+    dep = DEP.model_copy(update={"batching": "static", "batch_size": 4})
+    res = simulate(dep, r)
+    first = res.first_token_s
+    assert np.all(first == first[0])
+    gaps = np.diff(res.finish_s)
+    assert np.all(gaps > 0)  # each finishes after its own output length
+    two = simulate(dep, Requests(np.zeros(8), np.full(8, 100), np.full(8, 40)))
+    # the second batch starts when the first has finished
+    assert two.first_token_s[4] > two.finish_s[3]
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+def test_replicas_share_the_load(router):
+    dep = DEP.model_copy(update={"replicas": 3, "router": router})
+    res = simulate(dep, requests(600, 5, 60.0))
+    counts = np.bincount(res.replica_of, minlength=3)
+    assert counts.sum() == 600 and counts.min() > 150
+    assert res.completed.all()
+    one = simulate(DEP, requests(600, 5, 60.0))
+    # three replicas never give a worse median latency than one at the same traffic
+    assert np.median(res.finish_s - res.requests.arrival_s) <= np.median(
+        one.finish_s - one.requests.arrival_s)

@@ -1,0 +1,88 @@
+"""The serving development set and the serving commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infraplan.cli import main
+from infraplan.serving.validate import engine_for_row, validate_serving
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dev_set_within_thresholds():
+    report = validate_serving(ROOT / "validation" / "serving_dev.csv")
+    assert not report.failed
+    assert len(report.rows) == 4
+    assert report.median_abs_error_pct <= 15.0
+    assert report.max_abs_error_pct <= 30.0
+
+
+@pytest.mark.parametrize("text, engine", [("TensorRT-LLM", "tensorrt-llm"),
+                                          ("TensorRT-LLM 0.13.0", "tensorrt-llm"),
+                                          ("vLLM (ROCm)", "vllm"), ("SGLang 0.4", "sglang"),
+                                          ("LMDeploy", "vllm"), ("", "vllm")])
+def test_engine_names_in_rows(text, engine):
+    assert engine_for_row(text) == engine
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_validate_serving_json(capsys):
+    code, out, _ = run(capsys, "validate", "serving", str(ROOT / "validation" /
+                                                        "serving_dev.csv"), "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["rows"]) == 4 and data["failed"] == []
+    assert set(data["rows"][0]) >= {"id", "predicted", "published", "error_pct"}
+
+
+def test_simulate_serve_json(capsys):
+    code, out, _ = run(capsys, "simulate", "serve",
+                       str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["completed"] + data["dropped"] == data["requests"] == 3000
+    assert 0 < data["ttft_s"]["p50"] <= data["ttft_s"]["p99"]
+    assert data["cost"]["usd_per_million_output_tokens"] > 0
+    assert len(data["timeline"]["t_s"]) > 10
+
+
+def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
+    code, out, _ = run(capsys, "plan", "serve",
+                       str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["best"] is not None
+    costs = [a["usd_per_hour"] for a in data["alternatives"]]
+    assert costs[0] == data["best"]["usd_per_hour"] == min(costs)
+    best = data["best"]
+    assert best["ttft_p99_s"] <= 1.0 and best["tpot_p99_s"] <= 0.05
+    assert data["simulations"] > 0 and data["search_seconds"] > 0
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_sec: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100}\n", "did you mean 'rate_per_s'"),
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h1000}\n", "did you mean"),
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100, tp: 3}\n", "tp=3 does not divide"),
+    ("model: llama-3.1-70b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: l4}\n", "no room for the KV cache"),
+])
+def test_bad_serving_scenarios_exit_2(tmp_path, capsys, text, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    code, out, err = run(capsys, "simulate", "serve", str(path))
+    assert code == 2 and needle in err and "Traceback" not in err
+    assert err.count("\n") == 1

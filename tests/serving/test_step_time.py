@@ -1,0 +1,86 @@
+"""The iteration-time model against physical bounds and its own formulas."""
+
+from __future__ import annotations
+
+import pytest
+
+from infraplan.catalog import load_catalog
+from infraplan.models import load_model, param_counts
+from infraplan.serving.deployment import Deployment, resolve, trtllm_bench_limits
+from infraplan.serving.memory import weight_bytes_per_gpu
+from infraplan.serving.quantization import weight_format
+from infraplan.serving.step_time import Speculation
+
+H100 = load_catalog().accelerators.get("h100")
+
+
+def decode_s(dep: Deployment, n: int, ctx: int = 0) -> float:
+    a, b = resolve(dep).step.decode_coefficients(n)
+    return a + b * ctx
+
+
+def test_decode_is_bound_by_reading_the_weights():
+    dep = Deployment(model="llama-3.1-8b", gpu="h100")
+    weights = weight_bytes_per_gpu(load_model("llama-3.1-8b"), weight_format("bf16", H100,
+                                                                             "bf16"), 1)
+    floor = weights / H100.memory_bandwidth_bytes_per_s
+    overhead = resolve(dep).step.overhead_s  # the engine's CPU share of the step
+    t = decode_s(dep, 1) - overhead
+    assert floor < t < 1.35 * floor
+    # fp8 weights read half the bytes; int4 about a quarter
+    t8 = decode_s(dep.model_copy(update={"weight_dtype": "fp8"}), 1) - overhead
+    t4 = decode_s(dep.model_copy(update={"weight_dtype": "int4"}), 1) - overhead
+    assert t4 < 0.75 * t8 and t8 < 0.75 * t
+
+
+def test_prefill_is_bound_by_the_math():
+    r = resolve(Deployment(model="llama-3.1-8b", gpu="h100"))
+    tokens = 8192
+    flops = 2 * param_counts(r.arch).active * tokens
+    t = r.step.time(tokens, 0, 1, tokens * (tokens + 1) / 2, 0)
+    assert flops / H100.peak_flops["bf16"] < t < 3 * flops / H100.peak_flops["bf16"]
+
+
+def test_kv_reads_grow_decode_time_linearly_and_tp_shrinks_it():
+    dep = Deployment(model="llama-3.1-70b", gpu="h100", tp=4, weight_dtype="fp8")
+    short, long = decode_s(dep, 64, 64 * 100), decode_s(dep, 64, 64 * 4000)
+    r = resolve(dep)
+    kv_per_gpu = r.memory.kv_bytes_per_token
+    assert long - short == pytest.approx(r.step.decode_s_per_token * 64 * 3900)
+    assert long - short >= 64 * 3900 * kv_per_gpu / H100.memory_bandwidth_bytes_per_s
+    assert decode_s(dep.model_copy(update={"tp": 8}), 1) < decode_s(dep, 1)
+
+
+def test_moe_decode_reads_only_the_experts_it_touches():
+    dep = Deployment(model="mixtral-8x7b", gpu="h100", tp=2)
+    one, many = decode_s(dep, 1), decode_s(dep, 256)
+    # one token touches 2 of 8 experts: well under the time of reading all of them
+    assert one < 0.6 * many
+
+
+def test_speculation_tokens_per_step_and_cheaper_tokens():
+    spec = Speculation(num_tokens=4, acceptance_rate=0.7)
+    assert spec.tokens_per_step == pytest.approx((1 - 0.7 ** 5) / 0.3)
+    assert Speculation(num_tokens=3, acceptance_rate=1.0).tokens_per_step == 4
+    base = Deployment(model="llama-3.1-70b", gpu="h100", tp=4)
+    ngram = Deployment.model_validate(dict(base.model_dump(), speculative={
+        "method": "ngram", "num_tokens": 4, "acceptance_rate": 0.7}))
+    assert decode_s(ngram, 1) < 0.5 * decode_s(base, 1)
+
+
+def test_memory_plan_and_quantized_weights():
+    arch = load_model("llama-3.1-70b")
+    n = param_counts(arch).total
+    bf16 = weight_bytes_per_gpu(arch, weight_format("bf16", H100, "bf16"), 1)
+    int4 = weight_bytes_per_gpu(arch, weight_format("int4", H100, "bf16"), 1)
+    assert bf16 == pytest.approx(2 * n)
+    assert 0.25 * bf16 < int4 < 0.3 * bf16  # 4.125 bits + a 16-bit head and embedding
+    with pytest.raises(Exception, match="no room for the KV cache"):
+        resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=1))
+
+
+def test_trtllm_bench_limits_follow_its_rounding():
+    assert trtllm_bench_limits(1_000_000, 128, 128) == (4096, 8192)
+    assert trtllm_bench_limits(5_000_000, 2048, 128) == (2304, 32768)  # 2,298 rounded
+    assert trtllm_bench_limits(100_000, 1000, 1000) == (64, 2048)
+    assert trtllm_bench_limits(1_000_000, 1000, 1000) == (512, 2048)
