@@ -84,3 +84,18 @@ def test_trtllm_bench_limits_follow_its_rounding():
     assert trtllm_bench_limits(5_000_000, 2048, 128) == (2304, 32768)  # 2,298 rounded
     assert trtllm_bench_limits(100_000, 1000, 1000) == (64, 2048)
     assert trtllm_bench_limits(1_000_000, 1000, 1000) == (512, 2048)
+
+
+def test_pipeline_stages_split_weights_and_steps():
+    one = resolve(Deployment(model="llama-3.1-405b", gpu="h100", tp=8, weight_dtype="fp8"))
+    two = resolve(Deployment(model="llama-3.1-405b", gpu="h100", tp=8, pp=2))
+    # bf16 on two stages is about fp8 on one (the head and embeddings stay 16-bit in fp8)
+    assert two.memory.weight_bytes == pytest.approx(one.memory.weight_bytes, rel=0.03)
+    assert two.memory.kv_tokens > one.memory.kv_tokens
+    # the same model on twice the GPUs: each stage runs half the layers, plus one send
+    base = resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=4))
+    staged = resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=4, pp=2))
+    a1, b1 = base.step.decode_coefficients(64)
+    a2, b2 = staged.step.decode_coefficients(64)
+    assert 0.5 < (a2 - staged.step.overhead_s) / (a1 - base.step.overhead_s) < 0.55
+    assert b2 == pytest.approx(b1 / 2)

@@ -46,6 +46,8 @@ class Deployment(SpecModel):
     model: str = Field(description="catalog model name or config.json path")
     gpu: str = Field(description="accelerator name or alias from the catalog")
     tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per replica")
+    pp: int = Field(default=1, ge=1, description="pipeline stages per replica (a "
+                                                 "throughput model: see step_time.py)")
     replicas: int = Field(default=1, ge=1)
     weight_dtype: str = Field(default="bf16", description="bf16, fp16, fp8, int8, int4")
     kv_dtype: str | None = Field(default=None,
@@ -77,7 +79,7 @@ class Deployment(SpecModel):
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.tp * self.pp * self.replicas
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
     gpu = catalog.accelerators.get(dep.gpu)
     engine = catalog.engines.get(dep.engine)
     heads = arch.attention.num_heads
+    if dep.pp > arch.num_layers:
+        raise InputError(f"pp={dep.pp} is more stages than {arch.name}'s {arch.num_layers} "
+                         "layers", fix="lower pp")
     if heads % dep.tp:
         raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
                          fix="pick a tp that divides the head count (1, 2, 4, 8)")
@@ -153,7 +158,7 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     kv_dtype = canonical_dtype(dep.kv_dtype or act, field="kv_dtype")
     max_seqs, max_tokens = engine.batch_limits(gpu)
     block = dep.block_size or engine.block_size
-    memory = replica_memory(arch, gpu, engine, tp=dep.tp, weights=weights, kv_dtype=kv_dtype,
+    memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
                             max_num_seqs=dep.max_num_seqs or max_seqs, block_size=block,
                             memory_fraction=dep.memory_fraction)
@@ -170,7 +175,7 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_seqs) if s.method == "draft" else None
         spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
                            draft=draft)
-    step = build_step_model(arch, gpu, tp=dep.tp, weights=weights, kv_dtype=kv_dtype,
+    step = build_step_model(arch, gpu, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),
                             max_seqs=max_seqs, overhead_s=engine.step_overhead_s,

@@ -13,7 +13,6 @@ or a fraction of what is still free (TensorRT-LLM kv_cache_free_gpu_mem_fraction
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
@@ -68,7 +67,7 @@ def _kv_share(arch: ModelArch, tp: int) -> float:
     return max(at.num_kv_heads / tp, 1.0) / at.num_kv_heads
 
 
-def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int,
+def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int, pp: int,
                    weights: WeightFormat, kv_dtype: str, max_num_batched_tokens: int,
                    max_num_seqs: int, block_size: int,
                    memory_fraction: float | None = None) -> ReplicaMemory:
@@ -80,29 +79,24 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
     activations = max_num_batched_tokens * live_per_token * 2.0 + logits
     overheads = load_catalog().memory_overheads
     fixed = overheads.get("cuda-context").value
-    if tp > 1:
+    if tp * pp > 1:
         fixed += overheads.get("communication-buffers").value
-    weight = weight_bytes_per_gpu(arch, weights, tp)
+    # pipeline stages hold 1/pp of the layers each (and of their KV cache)
+    weight = weight_bytes_per_gpu(arch, weights, tp) / pp
     total = gpu.memory_bytes
     fraction = memory_fraction or engine.kv_memory_fraction
     if engine.kv_memory_rule == "of_total":
         kv = fraction * total - weight - activations - fixed
     else:
         kv = fraction * (total - weight - activations - fixed)
-    per_token = kv_cache_bytes_per_token(arch, kv_dtype) * _kv_share(arch, tp)
+    per_token = kv_cache_bytes_per_token(arch, kv_dtype) * _kv_share(arch, tp) / pp
     mem = ReplicaMemory(device_bytes=total, weight_bytes=weight, activation_bytes=activations,
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
     if mem.kv_blocks < 1:
         raise InputError(
-            f"{arch.name} on {tp} x {gpu.name}: weights {format_bytes(weight)} + activations "
+            f"{arch.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}): weights {format_bytes(weight)} + activations "
             f"{format_bytes(activations)} per GPU leave no room for the KV cache",
-            fix=f"raise tp (now {tp}), quantize the weights (fp8, int4) or pick a GPU with "
+            fix=f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or pick a GPU with "
                 "more memory")
     return mem
-
-
-def min_tp_for_weights(arch: ModelArch, gpu: Accelerator, weights: WeightFormat) -> int:
-    """Smallest power-of-two TP whose weight shard fits the device (a lower bound)."""
-    need = weight_bytes_per_gpu(arch, weights, 1) / gpu.memory_bytes
-    return 1 << max(0, math.ceil(math.log2(max(need, 1e-9))))

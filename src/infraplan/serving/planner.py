@@ -143,7 +143,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
             cand.reason = f"misses the SLOs even with {space.max_replicas} replicas: {why}"
             rejected.append(cand)
             continue
-        cand.usd_per_hour = replicas * tp * price
+        cand.usd_per_hour = cand.deployment.num_gpus * price
         candidates.append(cand)
     candidates.sort(key=lambda c: (c.usd_per_hour, c.deployment.num_gpus))
     confirmed = []

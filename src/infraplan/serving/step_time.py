@@ -40,7 +40,7 @@ from infraplan.catalog.schema import Accelerator
 from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token
 from infraplan.physics import hardware
-from infraplan.physics.collectives import all_gather, all_reduce, group
+from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
 from infraplan.physics.compute import GEMM_TILES, Device
 from infraplan.serving.memory import is_routed_expert
 from infraplan.serving.quantization import WeightFormat
@@ -163,7 +163,8 @@ def _split(fan_in: int, fan_out: int, split: str, tp: int) -> tuple[float, float
 _ELEMENTWISE_H = 10
 
 
-def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, weights: WeightFormat,
+def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
+                     weights: WeightFormat,
                      kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
                      expert_imbalance: float = 1.0,
                      speculation: Speculation | None = None) -> StepModel:
@@ -210,6 +211,14 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, weights: Wei
     kv_share = 1.0 if at.kind == "mla" else max(at.num_kv_heads / tp, 1.0) / at.num_kv_heads
     kv_bytes = kv_cache_bytes_per_token(arch, kv_dtype) * kv_share
     decode = max(kv_bytes / dev.memory_bytes_per_s, pair_flops / dev16.attention_flops)
+    if pp > 1:
+        # Pipeline parallel serving (vLLM, TensorRT-LLM): each stage runs 1/pp of the
+        # layers and keeps pp batches in flight, so a step of the engine takes one stage's
+        # time plus the activations' send to the next stage. A throughput model: per-token
+        # latency is really pp stage times, which this under-states.
+        same_node = tp * pp <= fab.gpus_per_node
+        linear = linear / pp + send_recv(tokens * h * act, same_node, fab) * (tokens > 0)
+        head, decode, pair_flops = head / pp, decode / pp, pair_flops / pp
     return StepModel(linear_s=linear.tolist(), head_s=head.tolist(),
                      prefill_s_per_pair=pair_flops / dev16.attention_flops,
                      decode_s_per_token=decode, overhead_s=overhead_s,

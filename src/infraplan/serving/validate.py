@@ -41,7 +41,8 @@ class RowPlan:
         d = self.deployment
         batching = f"static batch {d.batch_size}" if d.batching == "static" else \
             f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
-        return (f"{d.engine} TP={d.tp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
+        pp = f" PP={d.pp}" if d.pp > 1 else ""
+        return (f"{d.engine} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
                 f"KV {self.kv_tokens:,} tokens")
 
 
@@ -85,12 +86,11 @@ def deployment_for_row(row: dict) -> Deployment:
     engine = load_catalog().engines.get(engine_for_row(row.get("engine")))
     tp = row_int(row, "tp") or 1
     gpus = row_int(row, "num_gpus") or tp
-    if gpus != tp:
-        raise InputError(f"row {row['id']!r}: num_gpus={gpus} with tp={tp}; one replica "
-                         "spans tp GPUs (pipeline parallel serving is not modelled)")
+    if gpus % tp:
+        raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}")
     static = (row.get("arrival") or "").strip() == "static_batch"
     return Deployment(
-        model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp,
+        model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
         weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
         kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
         batching="static" if static else "continuous",
