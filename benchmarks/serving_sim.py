@@ -1,6 +1,6 @@
 """Serving simulator speed: 1,000,000 requests, Llama-3.1-8B on one H100 (vLLM defaults),
 Poisson arrivals at 80% of the replica's capacity, lognormal lengths (mean 1,000 in / 200
-out). Capacity is measured first with an offline run of 20,000 requests of the same
+out). Capacity is measured first with an offline run of 10,000 requests of the same
 lengths. Prints the request count and, last, simulated requests per wall-clock second.
 
     python benchmarks/serving_sim.py [--requests N]
@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     dep = Deployment(model="llama-3.1-8b", gpu="h100-sxm5-80gb", engine="vllm")
-    offline = simulate(dep, generate(traffic("offline", 20_000), seed=1))
+    offline = simulate(dep, generate(traffic("offline", 10_000), seed=1))
     capacity = summarize(offline)["throughput"]["requests_per_s"]
     requests = generate(traffic("poisson", args.requests, 0.8 * capacity), seed=2)
     t0 = time.perf_counter()

@@ -255,11 +255,13 @@ class Replica:
             if m < k:
                 k = m if m > 1 else 1
         if not self.reserve:
-            fit = self._steps_until_full(k)
-            if fit == 0:
-                self._preempt()
-                return
-            k = fit
+            # n blocks per B steps bound what k steps take; only near a full cache is the
+            # exact step count needed
+            if (self.capacity - self.used) < n * (k // self.B + 1):
+                k = self._steps_until_full(k)
+                if k == 0:
+                    self._preempt()
+                    return
             self.used += self._new_blocks(k)
         self._advance_clock(k * a + b * (k * c + n * k * (k - 1) / 2.0), steps=k)
         self.g += k
