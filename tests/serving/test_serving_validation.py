@@ -86,3 +86,49 @@ def test_bad_serving_scenarios_exit_2(tmp_path, capsys, text, needle):
     code, out, err = run(capsys, "simulate", "serve", str(path))
     assert code == 2 and needle in err and "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def test_plan_serve_diurnal_plans_for_the_peak_and_rejects_with_reasons(tmp_path):
+    from infraplan.serving.planner import plan_serving
+    from infraplan.serving.scenario import ServeScenario
+
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b",
+        "traffic": {"arrival": {"kind": "diurnal", "curve": [[0, 2], [12, 30]]},
+                    "num_requests": 400, "input": {"kind": "fixed", "value": 800},
+                    "output": {"kind": "fixed", "value": 150}},
+        "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.03},
+        "search": {"gpus": ["h100", "l4"], "tp": [1], "weight_dtypes": ["fp8"],
+                   "max_replicas": 4},
+        "prices": {"l4": 0.80}})
+    plan = plan_serving(scenario)
+    assert plan.rate_per_s == 30  # the curve's top
+    best = plan.best
+    assert best.deployment.gpu == "h100" and best.summary["ttft_s"]["p99"] <= 0.5
+    assert any("autoscale" in n for n in plan.notes)
+    # the L4 cannot meet a 30 ms TPOT with an 8B model: it is rejected with the reason
+    (l4,) = [c for c in plan.rejected if c.deployment.gpu == "l4"]
+    assert "TPOT" in l4.reason or "KV cache" in l4.reason
+    # fewer replicas than the best would miss the SLOs (the search found the minimum)
+    if best.deployment.replicas > 1:
+        from infraplan.serving.planner import _per_replica, violations
+        from infraplan.serving.deployment import resolve
+
+        fewer = _per_replica(scenario, resolve(best.deployment.model_copy(
+            update={"replicas": 1})), 30, best.deployment.replicas - 1, 3.9, None)
+        assert violations(fewer, scenario.slo.to_slo())
+
+
+def test_simulate_serve_replays_a_trace(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,input_len,output_len\n" + "".join(
+        f"{i * 0.1:.1f},{100 + i},{20 + i % 7}\n" for i in range(50)))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("model: llama-3.1-8b\ntraffic: {arrival: {kind: trace, path: "
+                        "trace.csv}}\ndeployment: {gpu: h100}\n")
+    code, out, _ = run(capsys, "simulate", "serve", str(scenario), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["completed"] == 50
+    expected = sum(20 + i % 7 for i in range(50))
+    assert data["throughput"]["output_tokens_per_s"] * data["makespan_s"] == pytest.approx(
+        expected)

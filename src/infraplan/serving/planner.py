@@ -23,9 +23,11 @@ from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, summarize
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import TrafficSpec, generate, mean_rate_per_s, with_rate
+from infraplan.serving.traffic import (ArrivalSpec, TrafficSpec, generate, mean_rate_per_s,
+                                       with_rate)
 
 CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
+DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
 
 
 @dataclass
@@ -98,12 +100,11 @@ def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
 def _stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
     """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
     if traffic.arrival.kind == "diurnal":
-        raw = traffic.model_dump(exclude_none=True)
-        raw["arrival"] = {"kind": "poisson", "rate_per_s": rate}
-        if "num_requests" not in raw:
-            raw.pop("duration_s", None)
-            raw["num_requests"] = 2000
-        return TrafficSpec.model_validate(raw)
+        update = {"arrival": ArrivalSpec.model_validate({"kind": "poisson",
+                                                         "rate_per_s": rate})}
+        if traffic.num_requests is None:  # a day-long duration: simulate a window instead
+            update.update(num_requests=DIURNAL_WINDOW_REQUESTS, duration_s=None)
+        return traffic.model_copy(update=update)
     return with_rate(traffic, rate)
 
 
