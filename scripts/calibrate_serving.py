@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from calibrate_training import set_constants, write_constants  # noqa: E402
+from calibrate_training import set_constants, write_constants
 
-from infraplan.catalog import DATA_DIR  # noqa: E402
-from infraplan.serving.validate import validate_serving  # noqa: E402
-from infraplan.validation import ValidationReport  # noqa: E402
+from infraplan.catalog import DATA_DIR
+from infraplan.serving.validate import validate_serving
+from infraplan.validation import ValidationReport
 
 DEV = ROOT / "validation" / "serving_dev.csv"
 HOLDOUT = ROOT / "validation" / "serving_holdout.csv"

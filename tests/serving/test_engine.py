@@ -107,7 +107,7 @@ def test_closed_form_jump_equals_token_by_token(n, seed, rate, blocks, policy):
 
 def test_preemption_happens_and_everything_completes():
     reqs = requests(200, 1, None, in_max=400, out_max=800)
-    book, rep = run(Checked, reqs, blocks=300, policy="on_demand", chunked=True,
+    book, _ = run(Checked, reqs, blocks=300, policy="on_demand", chunked=True,
                     max_seqs=64, budget=2048)
     assert sum(book.preemptions) > 0
     assert not book.dropped and all(math.isfinite(f) for f in book.finish_s)

@@ -83,7 +83,7 @@ def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
 def test_bad_serving_scenarios_exit_2(tmp_path, capsys, text, needle):
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    code, out, err = run(capsys, "simulate", "serve", str(path))
+    code, _, err = run(capsys, "simulate", "serve", str(path))
     assert code == 2 and needle in err and "Traceback" not in err
     assert err.count("\n") == 1
 
@@ -111,8 +111,8 @@ def test_plan_serve_diurnal_plans_for_the_peak_and_rejects_with_reasons(tmp_path
     assert "TPOT" in l4.reason or "KV cache" in l4.reason
     # fewer replicas than the best would miss the SLOs (the search found the minimum)
     if best.deployment.replicas > 1:
-        from infraplan.serving.planner import _per_replica, violations
         from infraplan.serving.deployment import resolve
+        from infraplan.serving.planner import _per_replica, violations
 
         fewer = _per_replica(scenario, resolve(best.deployment.model_copy(
             update={"replicas": 1})), 30, best.deployment.replicas - 1, 3.9, None)

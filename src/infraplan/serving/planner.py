@@ -23,8 +23,7 @@ from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, summarize
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import (ArrivalSpec, TrafficSpec, generate, mean_rate_per_s,
-                                       with_rate)
+from infraplan.serving.traffic import ArrivalSpec, TrafficSpec, generate, mean_rate_per_s, with_rate
 
 CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
