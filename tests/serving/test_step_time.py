@@ -99,3 +99,32 @@ def test_pipeline_stages_split_weights_and_steps():
     a2, b2 = staged.step.decode_coefficients(64)
     assert 0.5 < (a2 - staged.step.overhead_s) / (a1 - base.step.overhead_s) < 0.55
     assert b2 == pytest.approx(b1 / 2)
+
+
+def test_draft_model_speculation_pays_for_its_drafts():
+    base = Deployment(model="llama-3.1-70b", gpu="h100", tp=4, weight_dtype="fp8")
+    spec = {"method": "draft", "num_tokens": 4, "acceptance_rate": 0.8,
+            "draft_model": "llama-3.1-8b"}
+    draft = Deployment.model_validate(dict(base.model_dump(), speculative=spec))
+    ngram = Deployment.model_validate(dict(base.model_dump(), speculative=dict(
+        spec, method="ngram", draft_model=None)))
+    t_base, t_draft, t_ngram = (decode_s(d, 8, 8 * 1000) for d in (base, draft, ngram))
+    assert t_ngram < t_draft < t_base  # drafts cost GPU time, n-gram lookup does not
+    # the draft's four 8B decode steps, divided by the tokens a step keeps
+    tau = Speculation(num_tokens=4, acceptance_rate=0.8).tokens_per_step
+    small = resolve(Deployment(model="llama-3.1-8b", gpu="h100", tp=4)).step
+    a, b = small.decode_coefficients(8)
+    extra = 4 * (a - small.overhead_s + b * 8 * 1000) / tau
+    assert t_draft - t_ngram == pytest.approx(extra, rel=0.02)
+    with pytest.raises(Exception, match="draft_model is required"):
+        Deployment.model_validate(dict(base.model_dump(), speculative=dict(
+            spec, draft_model=None)))
+
+
+def test_hot_experts_slow_the_moe_step():
+    even = resolve(Deployment(model="mixtral-8x7b", gpu="h100", tp=2)).step
+    skewed = resolve(Deployment(model="mixtral-8x7b", gpu="h100", tp=2,
+                                expert_imbalance=1.5)).step
+    assert skewed.time(4096, 0, 1, 0, 0) > 1.2 * even.time(4096, 0, 1, 0, 0)
+    assert skewed.decode_coefficients(1)[0] == pytest.approx(even.decode_coefficients(1)[0],
+                                                             rel=0.05)
