@@ -69,7 +69,8 @@ def test_flags_override_the_scenario(capsys):
     assert json.loads(out)["options"]["lora_rank"] == 8
 
 
-@pytest.mark.parametrize("kind", ["gpus", "models", "systems", "networks", "storage"])
+@pytest.mark.parametrize("kind", ["gpus", "models", "systems", "networks",
+                                  "storage", "engines", "prices"])
 def test_catalog_listings(capsys, kind):
     code, out, _ = run(capsys, "catalog", kind)
     assert code == 0 and "source" in out

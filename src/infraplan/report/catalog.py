@@ -84,14 +84,37 @@ def storage() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def engines() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "max seqs", "max batched tokens", "block", "chunked prefill",
+               "KV memory", "KV policy", "step overhead ms"]
+    rows, data = [], []
+    for e in load_catalog().engines:
+        rows.append([e.name, e.max_num_seqs, e.max_num_batched_tokens, e.block_size,
+                     "yes" if e.chunked_prefill else "no",
+                     f"{e.kv_memory_fraction:.2f} {e.kv_memory_rule.replace('_', ' ')}",
+                     e.kv_policy.replace("_", " "), f"{e.step_overhead_s * 1e3:g}"])
+        data.append(e.model_dump(mode="json"))
+    return headers, rows, data
+
+
+def prices() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["name", "accelerator", "provider", "pricing", "$/GPU-hour", "observed"]
+    rows, data = [], []
+    for p in load_catalog().prices:
+        rows.append([p.name, p.accelerator, p.provider, p.pricing.replace("_", "-"),
+                     f"{p.usd_per_gpu_hour:.2f}", p.observed.isoformat()])
+        data.append(p.model_dump(mode="json"))
+    return headers, rows, data
+
+
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
-            "storage": storage}
+            "storage": storage, "engines": engines, "prices": prices}
 
 
 def render(kind: str) -> str:
     headers, rows, _ = LISTINGS[kind]()
     numeric = [i for i, h in enumerate(headers) if any(u in h for u in (
         "GiB", "TB/s", "TFLOP", "W", "GB/s", "us", "ms", "$", "params", "active", "layers",
-        "hidden", "context", "KV", "NICs"))]
+        "hidden", "context", "KV", "NICs", "max", "block", "overhead"))]
     return table(headers, rows, align_right=numeric) + f"\n\n{len(rows)} {kind}; every row " \
         "has a source and a retrieval date (--json shows them)."
