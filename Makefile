@@ -24,6 +24,9 @@ demo: $(VENV)/.installed-core
 	$(BIN)/infraplan memory examples/memory-llama-3.1-8b-qlora.yaml
 	$(BIN)/infraplan plan train examples/train-llama-3.1-70b.yaml
 	$(BIN)/infraplan validate training validation/training_dev.csv
+	$(BIN)/infraplan simulate serve examples/serve-llama8b-chat.yaml
+	$(BIN)/infraplan plan serve examples/serve-llama8b-chat.yaml
+	$(BIN)/infraplan validate serving validation/serving_dev.csv
 
 test: $(VENV)/.installed-all
 	$(BIN)/python -m pytest
