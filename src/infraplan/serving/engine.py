@@ -140,7 +140,7 @@ class Replica:
             return False
         book = self.book
         if self.reserve:
-            need = self._blocks(book.prompt[rid] + book.output[rid] - book.generated[rid])
+            need = self._blocks(book.prompt[rid] + book.output[rid])  # as _mixed_step reserves
         else:
             need = 1 + self._new_blocks(1) if self.running else 1
         return self.used + need <= self.capacity
