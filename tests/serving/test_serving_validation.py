@@ -132,3 +132,30 @@ def test_simulate_serve_replays_a_trace(tmp_path, capsys):
     expected = sum(20 + i % 7 for i in range(50))
     assert data["throughput"]["output_tokens_per_s"] * data["makespan_s"] == pytest.approx(
         expected)
+
+
+def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
+    """Rows the hidden sets may hold: latency metrics, Poisson arrivals, int4/int8 weights,
+    an int8 KV cache, multi-node pipeline replicas, an engine the catalog lacks."""
+    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+    rows = [
+        "a,s,llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,512,128,400,poisson,5,,ttft_p50_s,0.05,"
+        "vLLM 0.6.3,",
+        "b,s,llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,512,128,400,poisson,5,,tpot_p50_s,0.01,"
+        "vLLM,",
+        "c,s,llama-3.1-70b,a100-sxm4-80gb,2,2,int4,fp16,1000,200,300,offline,,,output_tok_s,"
+        "1500,TGI 2.0,",
+        "d,s,llama-3.1-70b,h100-sxm5-80gb,4,4,int8,int8,1000,200,300,offline,,,output_tok_s,"
+        "3000,SGLang,",
+        "e,s,llama-3.1-405b,h100-sxm5-80gb,16,8,bf16,bf16,1000,200,300,offline,,,output_tok_s,"
+        "2000,vllm,",
+    ]
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "\n".join(rows) + "\n")
+    report = validate_serving(path)
+    assert not report.failed, report.failed
+    by_id = {r.id: r for r in report.rows}
+    assert 0 < by_id["a"].predicted < 1 and 0 < by_id["b"].predicted < 0.1
+    assert by_id["e"].plan.deployment.pp == 2
+    assert all(r.predicted > 0 for r in report.rows)
