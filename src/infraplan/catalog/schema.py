@@ -158,7 +158,8 @@ class Measurement(Row):
 
     target: str = Field(description="accelerator name, or system name for collectives")
     kind: Literal["gemm", "attention_forward", "attention_backward", "attention_fwd_bwd",
-                  "memory_bandwidth", "allreduce_intra_node", "allreduce_inter_node",
+                  "memory_bandwidth", "allreduce_intra_node", "allreduce_intra_node_nvls",
+                  "allreduce_inter_node",
                   "alltoall_intra_node", "alltoall_inter_node"]
     dtype: str | None = Field(default=None, description="bf16, fp16, fp8 for compute kinds")
     achieved_flops: FlopsPerS | None = Field(default=None, description="compute kinds")

@@ -106,8 +106,9 @@ def fabric(c: Cluster) -> Fabric:
 def _fabric(gpu_name: str, system_name: str) -> Fabric:
     c = cluster(gpu_name, system_name)
     intra_nominal = c.system.intra_node_bandwidth_bytes_per_s_per_direction
-    # The lowest all-reduce figure is the ring one: NVLink SHARP (NVLS) all-reduce beats
-    # the link rate but serves only some collectives, and the model here is ring/tree.
+    # Ring figures only: NVLink SHARP (NVLS) all-reduce beats the link rate but serves only
+    # some collectives, and the model here is ring/tree (NVLS rows are their own kind, so a
+    # node measured only with NVLS takes the default bus fraction).
     intra = _best_fraction(c.system.name, ("allreduce_intra_node",), intra_nominal,
                            use_bytes=True, pick=min) or calibration(
         "default-intra-node-bus-fraction")
