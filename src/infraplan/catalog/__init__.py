@@ -31,6 +31,7 @@ class Catalog:
     measurements: Table[Measurement]
     engines: Table[Engine]
     prices: Table[Price]
+    reliability: Table[Constant]
 
     def check_references(self) -> None:
         """Every name a row points at exists (a system's GPU, network, local storage)."""
@@ -84,6 +85,7 @@ def load_catalog() -> Catalog:
         if (DATA_DIR / "measurements.yaml").is_file() else Table("measurement", []),
         engines=load_table(DATA_DIR / "engines.yaml", Engine, "engine"),
         prices=load_table(DATA_DIR / "prices.yaml", Price, "price"),
+        reliability=load_table(DATA_DIR / "reliability.yaml", Constant, "reliability figure"),
     )
     catalog.check_references()
     return catalog

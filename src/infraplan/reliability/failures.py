@@ -1,0 +1,59 @@
+"""Interruption rates of large jobs, derived from a published run.
+
+Failures of independent components superpose: a job on N accelerators, each interrupted as
+a Poisson process of rate r, is interrupted at rate N r, so its mean time between
+interruptions is 1 / (N r). That is the rate "growing with the number of accelerators"
+(Google's ML goodput post: the cost of a failure grows with the cluster's size).
+
+The per-accelerator rate comes from the Llama 3 405B run (catalog/data/reliability.yaml):
+419 unexpected interruptions in 54 days on 16,384 H100 GPUs is
+r = 419 / (54 x 24 h x 16,384) = 1.97e-5 per GPU-hour (one every 50,700 GPU-hours; a job
+of 16,384 GPUs was interrupted every 3.1 hours). Every cause is counted against the GPUs
+(78% were confirmed hardware, the rest software, network and host issues that a job of
+that shape also meets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
+
+HOUR_S = 3600.0
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class FailureModel:
+    """Unexpected interruptions per accelerator-second; `derivation` says where it came
+    from."""
+
+    rate_per_gpu_s: float
+    derivation: str
+
+    def job_mtbf_s(self, num_gpus: int) -> float:
+        """Mean time between interruptions of a job spanning `num_gpus` accelerators."""
+        if num_gpus < 1:
+            raise InputError(f"num_gpus must be >= 1, got {num_gpus}")
+        return 1.0 / (self.rate_per_gpu_s * num_gpus)
+
+    def expected_interruptions(self, num_gpus: int, duration_s: float) -> float:
+        return self.rate_per_gpu_s * num_gpus * duration_s
+
+
+def from_run(interruptions: float, days: float, gpus: int, *, name: str) -> FailureModel:
+    """Rate per accelerator from a published run: interruptions / (days x GPUs)."""
+    if interruptions < 0 or days <= 0 or gpus < 1:
+        raise InputError("a failure rate needs interruptions >= 0, days > 0 and gpus >= 1")
+    rate = interruptions / (days * DAY_S * gpus)
+    return FailureModel(rate, f"{name}: {interruptions:g} interruptions / ({days:g} days x "
+                              f"{gpus:,} GPUs) = {rate * HOUR_S:.3g} per GPU-hour")
+
+
+def llama3_failure_model() -> FailureModel:
+    """The default: the Llama 3 405B pre-training run's unexpected interruptions."""
+    figures = load_catalog().reliability
+    return from_run(figures.get("llama3-405b-unexpected-interruptions").value,
+                    figures.get("llama3-405b-snapshot-days").value,
+                    int(figures.get("llama3-405b-gpus").value), name="Llama 3 405B")
