@@ -1,0 +1,57 @@
+"""Malformed serving scenarios: the command answers in one line with exit 2, never a
+traceback, whatever the file holds."""
+
+from __future__ import annotations
+
+import copy
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infraplan.cli import main
+
+BASE = {
+    "model": "llama-3.1-8b",
+    "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 5}, "num_requests": 20,
+                "input": {"kind": "lognormal", "mean": 300, "sigma": 0.5},
+                "output": {"kind": "fixed", "value": 20}},
+    "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05},
+    "deployment": {"gpu": "h100", "tp": 1, "replicas": 2, "weight_dtype": "fp8",
+                   "max_num_seqs": 64},
+}
+PATHS = [("model",), ("traffic", "arrival", "kind"), ("traffic", "arrival", "rate_per_s"),
+         ("traffic", "num_requests"), ("traffic", "input", "mean"),
+         ("traffic", "input", "sigma"), ("traffic", "output", "value"), ("slo", "ttft_p99_s"),
+         ("deployment", "gpu"), ("deployment", "tp"), ("deployment", "replicas"),
+         ("deployment", "weight_dtype"), ("deployment", "max_num_seqs"),
+         ("deployment", "engine"), ("deployment", "kv_dtype"), ("deployment", "batching")]
+VALUES = st.one_of(st.none(), st.integers(-5, 3), st.floats(-1, 2), st.just(float("nan")),
+                   st.text(max_size=8), st.sampled_from(["h100", "int4", "static", "vllm",
+                                                         "fp8", "sglang", "gamma"]),
+                   st.lists(st.integers(0, 3), max_size=2))
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(PATHS), VALUES, st.booleans()),
+                      min_size=1, max_size=3))
+def test_mutated_scenarios_never_crash(tmp_path, capsys, edits):
+    raw = copy.deepcopy(BASE)
+    for path, value, delete in edits:
+        node = raw
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+        if not isinstance(node, dict):
+            continue
+        if delete:
+            node.pop(path[-1], None)
+        else:
+            node[path[-1]] = value
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    code = main(["simulate", "serve", str(scenario)])
+    err = capsys.readouterr().err
+    assert code in (0, 2)
+    if code == 2:
+        assert err.startswith("error: ") and err.count("\n") == 1
