@@ -196,7 +196,6 @@ def _add_simulate(sub) -> None:
 
 
 def _run_simulate_serve(args) -> int:
-    from infraplan.catalog import load_catalog
     from infraplan.report.serving import simulation_report
     from infraplan.serving.metrics import summarize
     from infraplan.serving.simulate import simulate
@@ -207,9 +206,8 @@ def _run_simulate_serve(args) -> int:
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
     result = simulate(dep, requests, base_dir=base)
     gpu = result.replica.gpu.name
-    price = scenario.prices.get(dep.gpu) or scenario.prices.get(gpu) or \
-        load_catalog().price_per_gpu_hour(gpu, scenario.pricing)
-    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    summary = summarize(result, slo=scenario.slo.to_slo(),
+                        usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
     r = result.replica
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "

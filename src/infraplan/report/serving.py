@@ -13,7 +13,7 @@ def _ms(seconds: float) -> str:
 
 
 def simulation_report(name: str, describe: str, s: dict) -> str:
-    t = s["throughput"]
+    t, kv = s["throughput"], s["kv_cache"]
     lines = [f"{name}: {describe}",
              f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
              f"{s['dropped']:,}, preemptions {s['preemptions']:,}; makespan "
@@ -28,9 +28,9 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
              f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s",
              f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
              f"({s['slo_attainment']:.1%} of requests)",
-             f"KV cache: {s['kv_cache']['capacity_tokens']:,} tokens per replica, mean use "
-             f"{s['kv_cache']['mean_utilization']:.1%}, peak {s['kv_cache']['peak_utilization']:.1%}"
-             f"; GPUs busy {s['gpu_busy_fraction']:.1%}"]
+             f"KV cache: {kv['capacity_tokens']:,} tokens per replica, mean use "
+             f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; GPUs busy "
+             f"{s['gpu_busy_fraction']:.1%}"]
     if "queue" in s:
         lines.append(f"queue: mean {s['queue']['mean_waiting']:,.1f} waiting, max "
                      f"{s['queue']['max_waiting']:,}")

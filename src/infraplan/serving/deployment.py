@@ -98,26 +98,22 @@ class ResolvedReplica:
     kv_policy: str
 
 
+def _round_up(raw: float, tiers: tuple[tuple[float, int], ...], floor: int) -> int:
+    """Round `raw` up to the step of the first tier whose bound exceeds it."""
+    step = next((step for bound, step in tiers if raw < bound), tiers[-1][1])
+    return int(max(floor, step * math.ceil(raw / step)))
+
+
 def trtllm_bench_limits(kv_tokens: int, input_len: float, output_len: float) -> tuple[int, int]:
     """trtllm-bench's max_batch_size and max_num_tokens for a throughput run
     (tensorrt_llm/bench/build/tuning.py, calc_engine_setting / finetune_setting): as many
     requests as the KV cache holds at ISL + OSL tokens each, capped at 4096, rounded up to
-    32 / 128 / 256; tokens = batch x (1 + ISL / OSL), capped at 32768, floor 2048."""
+    32 / 128 / 256 (at least 64); tokens = batch x (1 + ISL / OSL), capped at 32768, rounded
+    up to 256 / 512 / 1024 (at least 2048)."""
     raw_bs = min(kv_tokens / (input_len + output_len), 4096)
-    if raw_bs < 256:
-        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        max_bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        max_bs = 256 * math.ceil(raw_bs / 256)
     raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
-    if raw_tokens < 4096:
-        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        max_tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
-    return int(max_bs), int(max_tokens)
+    return (_round_up(raw_bs, ((256, 32), (1024, 128), (math.inf, 256)), 64),
+            _round_up(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024)), 2048))
 
 
 def resolve(dep: Deployment, *, base_dir: Path | None = None,
@@ -158,7 +154,8 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     kv_dtype = canonical_dtype(dep.kv_dtype or act, field="kv_dtype")
     max_seqs, max_tokens = engine.batch_limits(gpu)
     block = dep.block_size or engine.block_size
-    memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
+    memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
+                            kv_dtype=kv_dtype,
                             max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
                             max_num_seqs=dep.max_num_seqs or max_seqs, block_size=block,
                             memory_fraction=dep.memory_fraction)

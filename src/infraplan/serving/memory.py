@@ -60,6 +60,13 @@ def weight_bytes_per_gpu(arch: ModelArch, weights: WeightFormat, tp: int) -> flo
     return (quantized * weights.bytes_per_weight + rest * 2.0) / tp
 
 
+def kv_bytes_per_token_per_gpu(arch: ModelArch, kv_dtype: str, tp: int) -> float:
+    """A cached token's bytes on one TP rank. KV heads are split over the ranks; with fewer
+    KV heads than ranks each rank keeps one (vLLM and TensorRT-LLM replicate them); an MLA
+    latent is whole on every rank."""
+    return kv_cache_bytes_per_token(arch, kv_dtype) * _kv_share(arch, tp)
+
+
 def _kv_share(arch: ModelArch, tp: int) -> float:
     at = arch.attention
     if at.kind == "mla":
@@ -89,14 +96,15 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
         kv = fraction * total - weight - activations - fixed
     else:
         kv = fraction * (total - weight - activations - fixed)
-    per_token = kv_cache_bytes_per_token(arch, kv_dtype) * _kv_share(arch, tp) / pp
+    per_token = kv_bytes_per_token_per_gpu(arch, kv_dtype, tp) / pp
     mem = ReplicaMemory(device_bytes=total, weight_bytes=weight, activation_bytes=activations,
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
     if mem.kv_blocks < 1:
         raise InputError(
-            f"{arch.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}): weights {format_bytes(weight)} + activations "
-            f"{format_bytes(activations)} per GPU leave no room for the KV cache",
-            fix=f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or pick a GPU with "
-                "more memory")
+            f"{arch.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}): weights "
+            f"{format_bytes(weight)} + activations {format_bytes(activations)} per GPU leave "
+            "no room for the KV cache",
+            fix=f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or "
+                "pick a GPU with more memory")
     return mem

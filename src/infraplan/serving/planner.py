@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, summarize
@@ -35,6 +34,7 @@ class Candidate:
     usd_per_hour: float = math.inf
     summary: dict | None = None
     reason: str | None = None  # why it was rejected
+    resolved: ResolvedReplica | None = None  # its step model and memory plan, built once
 
     def describe(self) -> str:
         d = self.deployment
@@ -118,7 +118,6 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
                          fix="use simulate serve for an offline batch")
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
-    catalog = load_catalog()
     candidates, rejected = [], []
     seqs = space.max_num_seqs or (None,)
     sims = 0
@@ -128,7 +127,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
                          engine=space.engine, max_num_seqs=ms)
         cand = Candidate(dep)
         try:
-            price = scenario.prices.get(gpu) or catalog.price_per_gpu_hour(gpu, scenario.pricing)
+            price = scenario.price_per_gpu_hour(gpu)
             resolved = resolve(dep, base_dir=base_dir)
         except InputError as exc:
             cand.reason = exc.message
@@ -144,6 +143,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
             rejected.append(cand)
             continue
         cand.usd_per_hour = cand.deployment.num_gpus * price
+        cand.resolved = resolved
         candidates.append(cand)
     candidates.sort(key=lambda c: (c.usd_per_hour, c.deployment.num_gpus))
     confirmed = []
@@ -202,10 +202,9 @@ def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     (the even split is an approximation of a real router)."""
     sims = 0
     price = cand.usd_per_hour / cand.deployment.num_gpus
+    requests = generate(_stream(scenario.traffic, rate), seed=scenario.seed, base_dir=base_dir)
     for _ in range(4):
-        requests = generate(_stream(scenario.traffic, rate), seed=scenario.seed,
-                            base_dir=base_dir)
-        summary = summarize(simulate(cand.deployment, requests, base_dir=base_dir),
+        summary = summarize(simulate(cand.deployment, requests, resolved=cand.resolved),
                             slo=slo, usd_per_gpu_hour=price)
         sims += 1
         cand.summary = summary

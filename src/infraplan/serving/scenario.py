@@ -6,6 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from infraplan.catalog import load_catalog
+
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
@@ -62,6 +64,16 @@ class ServeScenario(SpecModel):
         for gpu, price in self.prices.items():
             if price <= 0:
                 raise FieldError("prices", f"{gpu}: must be > 0 (got {price})")
+
+    def price_per_gpu_hour(self, gpu: str) -> float:
+        """The scenario's price for an accelerator (keys may be aliases), else the catalog's
+        lowest for the scenario's pricing."""
+        catalog = load_catalog()
+        name = catalog.accelerators.get(gpu).name
+        for key, price in self.prices.items():
+            if catalog.accelerators.get(key).name == name:
+                return price
+        return catalog.price_per_gpu_hour(name, self.pricing)
 
     def deployment_spec(self) -> Deployment:
         if self.deployment is None:

@@ -129,7 +129,7 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
         now = max(now, float(arrivals[hi - 1]))
         tokens = int(lengths_in.sum())
         pairs = float(np.sum(lengths_in * (lengths_in + 1) // 2))
-        prefill = _prefill_time(step, tokens, n, pairs, r.max_num_batched_tokens)
+        prefill = _prefill_time(step, tokens, n, pairs)
         now += prefill
         first = now
         steps = int(lengths_out.max()) - 1
@@ -151,7 +151,7 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
     return out
 
 
-def _prefill_time(step, tokens: int, n: int, pairs: float, budget: int) -> float:
+def _prefill_time(step, tokens: int, n: int, pairs: float) -> float:
     """A batch's prefill in passes of at most the step table's tokens."""
     limit = step.max_tokens
     if tokens <= limit:

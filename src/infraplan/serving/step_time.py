@@ -38,11 +38,11 @@ import numpy as np
 
 from infraplan.catalog.schema import Accelerator
 from infraplan.dtypes import dtype_bytes
-from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token
+from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
 from infraplan.physics.compute import GEMM_TILES, Device
-from infraplan.serving.memory import is_routed_expert
+from infraplan.serving.memory import is_routed_expert, kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
 
@@ -206,10 +206,7 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
 
     heads_per_gpu = at.num_heads / tp
     pair_flops = 2.0 * layers * heads_per_gpu * (at.head_dim + at.v_head_dim)
-    # KV heads are split over TP ranks; with fewer KV heads than ranks each rank keeps one
-    # (vLLM and TensorRT-LLM replicate them); an MLA latent is whole on every rank.
-    kv_share = 1.0 if at.kind == "mla" else max(at.num_kv_heads / tp, 1.0) / at.num_kv_heads
-    kv_bytes = kv_cache_bytes_per_token(arch, kv_dtype) * kv_share
+    kv_bytes = kv_bytes_per_token_per_gpu(arch, kv_dtype, tp)
     decode = max(kv_bytes / dev.memory_bytes_per_s, pair_flops / dev16.attention_flops)
     if pp > 1:
         # Pipeline parallel serving (vLLM, TensorRT-LLM): each stage runs 1/pp of the

@@ -20,7 +20,7 @@ from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import Requests
+from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import RowResult, ValidationReport, row_int, validate_file
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
@@ -54,6 +54,7 @@ def _required(row: dict, key: str) -> int:
 
 
 def requests_for_row(row: dict, seed: int = 0) -> Requests:
+    """The row's requests: fixed lengths, all at t = 0 or a Poisson stream at its rate."""
     n = _required(row, "num_requests")
     inp, out = _required(row, "input_len"), _required(row, "output_len")
     arrival = (row.get("arrival") or "").strip()
@@ -63,11 +64,12 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
         rate = float(row.get("rate_per_s") or 0)
         if rate <= 0:
             raise InputError(f"row {row['id']!r}: a poisson row needs rate_per_s > 0")
-        gaps = np.random.Generator(np.random.PCG64(seed)).exponential(1.0 / rate, n)
-        times = np.cumsum(gaps) - gaps[0]
+        process = {"kind": "poisson", "rate_per_s": rate}
     else:
-        times = np.zeros(n)
-    return Requests(times, np.full(n, inp), np.full(n, out))
+        process = {"kind": "offline"}
+    return generate(TrafficSpec.model_validate({
+        "arrival": process, "num_requests": n, "input": {"kind": "fixed", "value": inp},
+        "output": {"kind": "fixed", "value": out}}), seed=seed)
 
 
 def engine_for_row(text: str | None) -> str:

@@ -23,9 +23,6 @@ COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "
 METRICS = ("step_s", "gpu_hours")
 
 
-_int = row_int
-
-
 def _pinned(value, default):
     return default if value is None else (value,)
 
@@ -37,13 +34,13 @@ def knobs_for_row(row: dict) -> Knobs:
     sp = (row.get("sequence_parallel") or "").strip().lower()
     if sp and sp not in ("true", "false"):
         raise InputError(f"row {row['id']!r}: sequence_parallel must be true or false")
-    base = Knobs(gpus=(_int(row, "num_gpus"),))
+    base = Knobs(gpus=(row_int(row, "num_gpus"),))
     return Knobs(
-        gpus=base.gpus, tp=_pinned(_int(row, "tp"), base.tp),
-        pp=_pinned(_int(row, "pp"), None), cp=_pinned(_int(row, "cp"), base.cp),
-        ep=_pinned(_int(row, "ep"), None), dp=_pinned(_int(row, "dp"), None),
-        zero=_pinned(_int(row, "zero"), base.zero),
-        micro_batch=_pinned(_int(row, "micro_batch"), base.micro_batch),
+        gpus=base.gpus, tp=_pinned(row_int(row, "tp"), base.tp),
+        pp=_pinned(row_int(row, "pp"), None), cp=_pinned(row_int(row, "cp"), base.cp),
+        ep=_pinned(row_int(row, "ep"), None), dp=_pinned(row_int(row, "dp"), None),
+        zero=_pinned(row_int(row, "zero"), base.zero),
+        micro_batch=_pinned(row_int(row, "micro_batch"), base.micro_batch),
         recompute=(recompute_code(recompute),) if recompute else base.recompute,
         sequence_parallel=(int(sp == "true"),) if sp else base.sequence_parallel,
         vp=VIRTUAL_STAGES)
@@ -58,7 +55,7 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     tokens = float(row["tokens"]) if (row.get("tokens") or "").strip() else None
     if metric == "gpu_hours" and tokens is None:
         raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
-    job = TrainingJob(seq_len=_int(row, "seq_len"), global_batch=_int(row, "global_batch"),
+    job = TrainingJob(seq_len=row_int(row, "seq_len"), global_batch=row_int(row, "global_batch"),
                       tokens=tokens, precision=(row.get("precision") or "bf16").strip())
     result = search(arch, [row["gpu"].strip()], knobs_for_row(row), job, top=1)
     best = result.best[0]
