@@ -164,6 +164,11 @@ class TrainHardware(_Spec):
     count_step: int | None = Field(default=None, ge=1,
                                    description="default: the accelerators per node")
     system: str | None = Field(default=None, description="node type (default: the GPU's)")
+    network: str | None = Field(
+        default=None, description="scale-out network replacing the node type's "
+        "('ethernet-100g'; 'infraplan catalog networks')")
+    nics_per_node: int | None = Field(default=None, ge=1,
+                                      description="ports of `network` per node")
 
 
 class TrainJob(_Spec):

@@ -94,3 +94,32 @@ def test_golden_scenarios(name):
         for g, e in zip(got[section], expected[section], strict=True):
             assert g["step_s"] == pytest.approx(e["step_s"], rel=1e-9)
             assert g["breakdown_s"] == pytest.approx(e["breakdown_s"], rel=1e-9, abs=1e-12)
+
+
+def _scenario_70b_32_gpus(**hardware) -> TrainScenario:
+    return TrainScenario.model_validate({
+        "model": "llama-3.1-70b", "top": 1,
+        "training": {"tokens": 1e12, "global_batch": 512, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": [32], **hardware}})
+
+
+def test_a_slower_network_never_speeds_a_plan_up():
+    from infraplan.physics import hardware
+    ib = plan_training(_scenario_70b_32_gpus()).best[0]
+    eth = plan_training(_scenario_70b_32_gpus(network="ethernet-100g", nics_per_node=1)).best[0]
+    # 8 x 400 Gb/s InfiniBand vs one 100 GbE port per node: 32x less scale-out bandwidth
+    ib_fab = hardware.fabric(hardware.cluster("h100"))
+    eth_fab = hardware.fabric(hardware.cluster("h100", hardware.with_network(
+        "dgx-h100", "ethernet-100g", 1)))
+    assert eth_fab.inter_bytes_per_s == pytest.approx(100e9 / 8 / 8 * 0.9)
+    assert ib_fab.intra_bytes_per_s == eth_fab.intra_bytes_per_s
+    assert eth.step_s > ib.step_s
+    # the planner keeps data-parallel traffic inside the nodes it cannot leave cheaply
+    assert eth.breakdown_s["dp_comm"] < 0.05 * eth.step_s
+
+
+def test_nics_without_a_network_is_explained():
+    with pytest.raises(InputError, match="nics_per_node needs hardware.network"):
+        plan_training(_scenario_70b_32_gpus(nics_per_node=2))
+    with pytest.raises(InputError, match="did you mean"):
+        plan_training(_scenario_70b_32_gpus(network="ethernet-100"))

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator, Network, System
+from infraplan.errors import InputError
 from infraplan.physics.collectives import Fabric
 from infraplan.physics.compute import Device
 
@@ -91,32 +92,54 @@ class Cluster:
 
 
 @lru_cache(maxsize=128)
-def cluster(gpu_name: str, system_name: str | None = None) -> Cluster:
+def cluster(gpu_name: str, system: str | System | None = None) -> Cluster:
+    """`system`: a catalog name, a System row (for example one from `with_network`), or
+    None for the accelerator's default node type."""
     catalog = load_catalog()
     gpu = catalog.accelerators.get(gpu_name)
-    system = catalog.systems.get(system_name) if system_name else catalog.system_for(gpu.name)
+    if system is None:
+        system = catalog.system_for(gpu.name)
+    elif isinstance(system, str):
+        system = catalog.systems.get(system)
     return Cluster(gpu=gpu, system=system, network=catalog.networks.get(system.network))
 
 
+def with_network(system: str | System, network: str, nics_per_node: int | None = None
+                 ) -> System:
+    """A node type with its scale-out network replaced (a budget cluster on 100 GbE, say):
+    same chassis and intra-node links, `nics_per_node` ports of `network` (default: as many
+    ports as the node had). Named '<system>+<network>-x<nics>'."""
+    catalog = load_catalog()
+    base = catalog.systems.get(system) if isinstance(system, str) else system
+    net = catalog.networks.get(network)
+    nics = base.nics_per_node if nics_per_node is None else nics_per_node
+    if nics < 1:
+        raise InputError(f"nics_per_node must be >= 1 to reach other nodes, got {nics}")
+    return base.model_copy(update={"name": f"{base.name}+{net.name}-x{nics}",
+                                   "network": net.name, "nics_per_node": nics})
+
+
 def fabric(c: Cluster) -> Fabric:
-    return _fabric(c.gpu.name, c.system.name)
+    return _fabric(c.gpu.name, c.system)
 
 
 @lru_cache(maxsize=128)
-def _fabric(gpu_name: str, system_name: str) -> Fabric:
-    c = cluster(gpu_name, system_name)
+def _fabric(gpu_name: str, system: System) -> Fabric:
+    c = cluster(gpu_name, system)
+    # measurements name the catalog node; a re-networked node keeps its intra-node ones
+    base_name, _, network_swap = c.system.name.partition("+")
     intra_nominal = c.system.intra_node_bandwidth_bytes_per_s_per_direction
     # Ring figures only: NVLink SHARP (NVLS) all-reduce beats the link rate but serves only
     # some collectives, and the model here is ring/tree (NVLS rows are their own kind, so a
     # node measured only with NVLS takes the default bus fraction).
-    intra = _best_fraction(c.system.name, ("allreduce_intra_node",), intra_nominal,
+    intra = _best_fraction(base_name, ("allreduce_intra_node",), intra_nominal,
                            use_bytes=True, pick=min) or calibration(
         "default-intra-node-bus-fraction")
     g = c.system.accelerators_per_node
     inter_nominal = min(intra_nominal, g * c.nic_bytes_per_s_per_gpu)
-    inter = _best_fraction(c.system.name, ("allreduce_inter_node",), inter_nominal,
-                           use_bytes=True, pick=min) or calibration(
-        "default-inter-node-bus-fraction")
+    inter = (None if network_swap else _best_fraction(
+        base_name, ("allreduce_inter_node",), inter_nominal, use_bytes=True, pick=min)) \
+        or calibration("default-inter-node-bus-fraction")
     software = calibration("collective-latency")
     return Fabric(gpus_per_node=g, intra_bytes_per_s=intra_nominal * intra,
                   inter_bytes_per_s=c.nic_bytes_per_s_per_gpu * inter,

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import StorageTier
+from infraplan.catalog.schema import StorageTier, System
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import (MemoryOptions, recompute_weights,
@@ -88,7 +88,7 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
 
 
 def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *,
-                   system: str | None = None) -> dict[str, np.ndarray]:
+                   system: str | System | None = None) -> dict[str, np.ndarray]:
     """Everything the search ranks by, one entry per plan."""
     c = hardware.cluster(gpu, system)
     dev = hardware.device(c.gpu.name, job.precision)
@@ -159,7 +159,7 @@ class PlanResult:
 
 
 def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPlan, *,
-                  system: str | None = None) -> PlanResult:
+                  system: str | System | None = None) -> PlanResult:
     m = job.global_batch // (plan.dp * plan.micro_batch)
     p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
                     zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,

@@ -52,6 +52,19 @@ def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
         vp=_pinned(pin.vp, base.vp))
 
 
+def node_types(scenario: TrainScenario):
+    """The node type each accelerator runs in: the scenario's system (or the GPU's default)
+    with its scale-out network replaced when the scenario names one."""
+    hw = scenario.hardware
+    if hw.network is None:
+        if hw.nics_per_node is not None:
+            raise InputError("hardware.nics_per_node needs hardware.network",
+                             fix="name the network too, for example network: ethernet-100g")
+        return hw.system
+    return {hardware.cluster(g, hw.system).gpu.name: hardware.with_network(
+        hardware.cluster(g, hw.system).system, hw.network, hw.nics_per_node) for g in hw.gpus}
+
+
 def plan_training(scenario: TrainScenario) -> SearchResult:
     arch = load_model(scenario.model)
     t = scenario.training
@@ -59,11 +72,11 @@ def plan_training(scenario: TrainScenario) -> SearchResult:
                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,
                       kernels=t.kernels, storage=t.storage,
                       data_bytes_per_token=t.data_bytes_per_token)
-    gpus = [hardware.cluster(g, scenario.hardware.system).gpu.name
-            for g in scenario.hardware.gpus]
+    hw = scenario.hardware
+    gpus = [hardware.cluster(g, hw.system).gpu.name for g in hw.gpus]
     # one knob set per accelerator type (node sizes differ); counts come from the first
     knobs = knobs_for(scenario, gpus[0])
     deadline = scenario.constraints.deadline_days
-    return search(arch, gpus, knobs, job, top=scenario.top, system=scenario.hardware.system,
+    return search(arch, gpus, knobs, job, top=scenario.top, system=node_types(scenario),
                   deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
                   budget_gpu_hours=scenario.constraints.budget_gpu_hours)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from infraplan.catalog.schema import System
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
@@ -54,6 +55,7 @@ class SearchResult:
 @dataclass(frozen=True)
 class _Evaluated:
     gpu: str
+    system: str | System | None  # node type the plans were evaluated on
     cols: dict[str, np.ndarray]  # knob columns
     out: dict[str, np.ndarray]  # evaluation results
 
@@ -66,7 +68,7 @@ def _evaluate_gpu(arch, gpu, job, knobs, system):
                                        "mb", "recompute", "tp_overlap")}
     if out:  # auto recompute resolved to the share of layers each plan needs
         cols["recompute"] = out["recompute"]
-    return _Evaluated(gpu, cols, out), space.candidates, len(p.tp)
+    return _Evaluated(gpu, system, cols, out), space.candidates, len(p.tp)
 
 
 def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
@@ -88,12 +90,15 @@ def recompute_knob(code: float) -> dict:
 
 
 def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
-           top: int = 5, system: str | None = None, deadline_s: float | None = None,
+           top: int = 5, system: str | System | dict[str, System] | None = None,
+           deadline_s: float | None = None,
            budget_gpu_hours: float | None = None) -> SearchResult:
     start = time.perf_counter()
     evaluated, candidates, count = [], 0, 0
     for gpu in gpus:
-        ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, system if len(gpus) == 1 else None)
+        node = system.get(gpu) if isinstance(system, dict) else \
+            system if len(gpus) == 1 else None  # a named node type holds one accelerator
+        ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, node)
         evaluated.append(ev)
         candidates += cands
         count += n
@@ -115,22 +120,22 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     elapsed = time.perf_counter() - start
     if not ranked:
         raise InputError(_nothing_fits(evaluated, count, deadline_s, budget_gpu_hours))
-    results = [_result(arch, ev, i, job, system) for _, ev, i in ranked[:top]]
-    frontier = [_result(arch, ev, i, job, system) for ev, i in _frontier(evaluated, deadline_s,
-                                                                         budget_gpu_hours)]
+    results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
+    frontier = [_result(arch, ev, i, job)
+                for ev, i in _frontier(evaluated, deadline_s, budget_gpu_hours)]
     best_ev, best_i = ranked[0][1], ranked[0][2]
     per_gpu = {}
     for _, ev, i in ranked:  # ranked is sorted: the first of each accelerator is its best
         per_gpu.setdefault(ev.gpu, (ev, i))
-    by_accelerator = [_result(arch, ev, i, job, system) for ev, i in per_gpu.values()]
+    by_accelerator = [_result(arch, ev, i, job) for ev, i in per_gpu.values()]
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
                         rejected=_why_rejected(best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
                         search_seconds=elapsed)
 
 
-def _result(arch, ev, i, job, system) -> PlanResult:
-    return evaluate_plan(arch, ev.gpu, job, _plan_at(ev, i), system=system)
+def _result(arch, ev, i, job) -> PlanResult:
+    return evaluate_plan(arch, ev.gpu, job, _plan_at(ev, i), system=ev.system)
 
 
 def _frontier(evaluated, deadline_s, budget, limit: int = 12):
