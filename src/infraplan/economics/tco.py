@@ -1,0 +1,274 @@
+"""On-premises total cost of ownership, cost per GPU-hour, and two break-evens.
+
+Figures (server prices, electricity prices, PUE, colocation, operations, useful life) live in
+catalog/data/onprem.yaml with their sources; estimates are marked there. Every argument can
+override them. Time: a month is 30.44 days (cost.py), a year twelve such months (8,766.72 h).
+
+Cost of owning one server with G GPUs for a year, at utilization u (0 < u <= 1):
+    capex       = price_usd / amortization_years                 (straight line, no residual
+                                                                  value, no cost of capital)
+    power       = (G x tdp_w + host_w) x u x H_y x pue x usd_per_kwh / 1000
+                  host_w = system_power_w - G x tdp_w (the rest of the server, see energy.py);
+                  0 with include_host=False
+    facility    = colocation_usd_per_kw_month x system_power_w / 1000 x 12
+                  (colocation bills provisioned kW whether used or not; energy is extra)
+    operations  = operations_fraction_per_year x price_usd
+    cost per used GPU-hour = (capex + power + facility + operations) / (G x H_y x u)
+Only the power term grows with u, and it grows in proportion to the GPU-hours, so the cost
+per GPU-hour = fixed / (G x H_y x u) + constant falls as utilization rises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yaml
+from pydantic import Field, ValidationError
+
+from infraplan.catalog import DATA_DIR, accelerator
+from infraplan.catalog.schema import Constant, Row
+from infraplan.catalog.table import Table, describe_validation
+from infraplan.economics.cost import HOURS_PER_MONTH, SECONDS_PER_MONTH, LineItem
+from infraplan.economics.energy import energy_kwh
+from infraplan.errors import InputError, UnknownNameError
+
+HOURS_PER_YEAR = 12 * HOURS_PER_MONTH  # 8,766.72 h
+SECONDS_PER_YEAR = HOURS_PER_YEAR * 3_600.0
+ONPREM_FILE = DATA_DIR / "onprem.yaml"
+
+
+class Server(Row):
+    accelerator: str = Field(description="accelerator row name")
+    gpus_per_server: int = Field(ge=1)
+    price_usd: float = Field(gt=0, description="purchase price of one server")
+    system_power_w: float = Field(gt=0, description="vendor maximum system input power")
+    estimate: bool = False
+
+
+class ElectricityPrice(Row):
+    usd_per_kwh: float = Field(ge=0)
+    year: int = Field(ge=1990, le=2100)
+    estimate: bool = False
+
+
+@dataclass(frozen=True)
+class OnPremData:
+    servers: Table[Server]
+    electricity: Table[ElectricityPrice]
+    facility: Table[Constant]
+
+
+@lru_cache(maxsize=1)
+def load_onprem() -> OnPremData:
+    raw = yaml.safe_load(ONPREM_FILE.read_text())
+    tables = {}
+    for key, row_type, kind in (("servers", Server, "server"),
+                                ("electricity", ElectricityPrice, "electricity price"),
+                                ("facility", Constant, "facility constant")):
+        rows = []
+        for i, item in enumerate(raw.get(key) or []):
+            try:
+                rows.append(row_type.model_validate(item))
+            except ValidationError as exc:
+                name = item.get("name", f"row {i}") if isinstance(item, dict) else f"row {i}"
+                raise InputError(f"onprem.yaml: {kind} {name!r}: "
+                                 f"{describe_validation(exc)}") from None
+        tables[key] = Table(kind, rows)
+    data = OnPremData(**tables)
+    for row in data.servers:
+        accelerator(row.accelerator)  # every server points at a known accelerator
+    return data
+
+
+def _lookup(table: Table, name: str, fix: str):
+    if name in table:
+        return table.get(name)
+    raise UnknownNameError(table.kind, name, table.names() + table.aliases(), fix=fix)
+
+
+def server(name: str) -> Server:
+    """A server row by name or alias ('dgx-h100', 'h100-8x')."""
+    return _lookup(load_onprem().servers, name,
+                   "name a server from catalog/data/onprem.yaml, or add a row with its source")
+
+
+def electricity_price(region: str) -> ElectricityPrice:
+    """An electricity price row ('us-industrial-average', 'virginia', 'tx')."""
+    return _lookup(load_onprem().electricity, region,
+                   "name a region from catalog/data/onprem.yaml (electricity), "
+                   "or give usd_per_kwh directly")
+
+
+def facility_value(name: str) -> float:
+    """A facility constant: 'pue', 'pue-industry-average', 'colocation-usd-per-kw-month',
+    'operations-fraction-of-capex-per-year', 'amortization-years'."""
+    return _lookup(load_onprem().facility, name,
+                   "name a constant from catalog/data/onprem.yaml (facility)").value
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = True, high: float = math.inf):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and value <= high
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        bound += "" if high == math.inf else f" and <= {high:g}"
+        raise InputError(f"{name} must be a finite number {bound} (got {value!r})")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class OnPremCost:
+    server: str
+    gpus: int
+    utilization: float
+    capex_usd: float  # purchase price, paid up front
+    amortization_years: float
+    items: tuple[LineItem, ...]  # per year: capex (amortised), power, facility, operations
+    gpu_hours_per_year: float  # used GPU-hours: gpus x 8,766.72 h x utilization
+
+    @property
+    def usd_per_year(self) -> float:
+        return math.fsum(item.usd for item in self.items)
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.usd_per_year / self.gpu_hours_per_year
+
+    @property
+    def running_usd_per_month(self) -> float:
+        """Power + facility + operations per month: what owning costs once it is paid for."""
+        return math.fsum(i.usd for i in self.items if i.name != "capex") / 12
+
+
+def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None = None,
+                amortization_years: float | None = None, pue: float | None = None,
+                usd_per_kwh: float | None = None,
+                electricity_region: str = "us-industrial-average",
+                colocation_usd_per_kw_month: float | None = None,
+                operations_fraction_per_year: float | None = None,
+                include_host: bool = True) -> OnPremCost:
+    """Yearly cost of owning one server and its cost per used GPU-hour (module docstring).
+
+    Defaults come from onprem.yaml: the server's price and power, 'pue', the electricity
+    price of `electricity_region`, 'colocation-usd-per-kw-month',
+    'operations-fraction-of-capex-per-year', 'amortization-years'.
+    """
+    row = server(server_name)
+    gpu = accelerator(row.accelerator)
+    u = _positive("utilization", utilization, allow_zero=False, high=1.0)
+    price = _positive("price_usd", row.price_usd if price_usd is None else price_usd)
+    years = _positive("amortization_years", facility_value("amortization-years")
+                      if amortization_years is None else amortization_years, allow_zero=False)
+    pue = _positive("pue", facility_value("pue") if pue is None else pue)
+    if pue < 1:
+        raise InputError(f"pue must be >= 1 (facility energy / IT energy; got {pue!r})")
+    kwh_price = _positive("usd_per_kwh", electricity_price(electricity_region).usd_per_kwh
+                          if usd_per_kwh is None else usd_per_kwh)
+    colo = _positive("colocation_usd_per_kw_month", facility_value("colocation-usd-per-kw-month")
+                     if colocation_usd_per_kw_month is None else colocation_usd_per_kw_month)
+    ops = _positive("operations_fraction_per_year",
+                    facility_value("operations-fraction-of-capex-per-year")
+                    if operations_fraction_per_year is None else operations_fraction_per_year)
+
+    g = row.gpus_per_server
+    host_w = max(row.system_power_w - g * gpu.tdp_watts, 0.0) if include_host else 0.0
+    kwh = energy_kwh(g, gpu.tdp_watts, u, SECONDS_PER_YEAR, pue=pue,
+                     host_w_per_node=host_w, gpus_per_node=g)
+    system_kw = row.system_power_w / 1000
+    items = (
+        LineItem("capex", price / years, f"${price:,.0f} / {years:g} years (straight line)"),
+        LineItem("power", kwh * kwh_price,
+                 f"({g} x {gpu.tdp_watts:,.0f} W + {host_w:,.0f} W host) x {u:g} x "
+                 f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x ${kwh_price:g}/kWh"),
+        LineItem("facility", colo * system_kw * 12,
+                 f"${colo:g}/kW-month x {system_kw:g} kW x 12 months"),
+        LineItem("operations", ops * price, f"{ops:g} x ${price:,.0f} per year"),
+    )
+    return OnPremCost(server=row.name, gpus=g, utilization=u, capex_usd=price,
+                      amortization_years=years, items=items,
+                      gpu_hours_per_year=g * HOURS_PER_YEAR * u)
+
+
+@dataclass(frozen=True)
+class BuyVsRent:
+    months: float | None  # None: owning never catches up at these prices
+    gpu_hours: float | None  # used GPU-hours at the crossing
+    capex_usd: float
+    own_usd_per_month: float  # running cost after the purchase
+    rent_usd_per_month: float
+    within_life: bool  # the crossing comes before the end of the amortization period
+    message: str
+
+
+def buy_vs_rent(server_name: str, utilization: float, rent_usd_per_gpu_hour: float,
+                **onprem_kwargs) -> BuyVsRent:
+    """Months until the cumulative cost of buying one server is <= renting the same GPU-hours.
+
+    Derivation. At utilization u the server's G GPUs do G u H_m GPU-hours a month
+    (H_m = 730.56 h). Renting exactly those hours at r $/GPU-hour costs, after m months,
+        R(m) = m G u H_m r.
+    Buying costs the price K at once, then the running cost O(u) = power + facility +
+    operations per month (onprem_cost; capex is not amortised here, it is cash out):
+        C(m) = K + m O(u).
+    C(m) <= R(m)  <=>  m (G u H_m r - O(u)) >= K  <=>  m >= K / (G u H_m r - O(u)),
+    which exists only when renting costs more per month than running the server
+    (G u H_m r > O(u)); otherwise the lines never cross. The GPU-hours at the crossing are
+    m* G u H_m. The result is the same per server and for a fleet of identical servers.
+    """
+    rent = _positive("rent_usd_per_gpu_hour", rent_usd_per_gpu_hour)
+    own = onprem_cost(server_name, utilization, **onprem_kwargs)
+    used_hours_per_month = own.gpus * own.utilization * HOURS_PER_MONTH
+    rent_month = used_hours_per_month * rent
+    run_month = own.running_usd_per_month
+    life_months = 12 * own.amortization_years
+    if rent_month <= run_month:
+        return BuyVsRent(None, None, own.capex_usd, run_month, rent_month, False,
+                         f"never: renting {used_hours_per_month:,.0f} GPU-h/month costs "
+                         f"${rent_month:,.0f}, no more than running the server "
+                         f"(${run_month:,.0f}/month before paying it off)")
+    months = own.capex_usd / (rent_month - run_month)
+    within = months <= life_months
+    return BuyVsRent(months, months * used_hours_per_month, own.capex_usd, run_month,
+                     rent_month, within,
+                     f"buying pays off after {months:,.1f} months "
+                     f"({months * used_hours_per_month:,.0f} GPU-hours)" +
+                     ("" if within else f", after the assumed {life_months / 12:g}-year life"))
+
+
+@dataclass(frozen=True)
+class SelfHostVsApi:
+    tokens_per_month: float | None  # break-even volume; None: the API is always cheaper
+    capacity_tokens_per_month: float
+    self_host_usd_per_million_at_capacity: float
+    api_usd_per_million: float
+    message: str
+
+
+def self_host_vs_api(throughput_tokens_per_s: float, monthly_cost_usd: float,
+                     api_usd_per_million_tokens: float) -> SelfHostVsApi:
+    """Tokens a month at which a self-hosted deployment costs the same per token as an API.
+
+    Derivation. A deployment costing M $/month whatever it serves, and able to serve at most
+    S tokens/s, serves T tokens a month (T <= capacity = S x 2,630,016 s). Its cost per token
+    is M / T; the API's is p / 1e6 (p in $ per million tokens). Equal when
+        M / T = p / 1e6  <=>  T* = M x 1e6 / p.
+    Above T* self-hosting is cheaper per token. T* exists only if T* <= capacity, i.e. the
+    deployment at full load costs no more per million tokens than the API:
+    M x 1e6 / capacity <= p. Otherwise (or with p = 0) the API is always cheaper.
+    """
+    s = _positive("throughput_tokens_per_s", throughput_tokens_per_s, allow_zero=False)
+    m = _positive("monthly_cost_usd", monthly_cost_usd)
+    p = _positive("api_usd_per_million_tokens", api_usd_per_million_tokens)
+    capacity = s * SECONDS_PER_MONTH
+    at_capacity = m * 1e6 / capacity
+    if p == 0 or m * 1e6 / p > capacity:
+        return SelfHostVsApi(None, capacity, at_capacity, p,
+                             f"never: even at full load ({capacity:,.4g} tokens/month) "
+                             f"self-hosting costs ${at_capacity:.4g} per million tokens, "
+                             f"more than the API's ${p:g}")
+    tokens = m * 1e6 / p
+    return SelfHostVsApi(tokens, capacity, at_capacity, p,
+                         f"self-hosting is cheaper above {tokens:,.4g} tokens/month "
+                         f"({tokens / capacity:.1%} of its capacity)")
