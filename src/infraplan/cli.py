@@ -114,7 +114,7 @@ def _run_memory(args) -> int:
 def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list what the shipped catalog holds")
     p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage",
-                                    "engines", "prices"])
+                                    "engines", "offers", "prices"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run_catalog)
 

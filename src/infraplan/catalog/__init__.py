@@ -1,7 +1,8 @@
 """The shipped catalog: accelerators, systems, networks, storage tiers and model architectures.
 
 Each table is a YAML file under `catalog/data/`; every row names its source and the date it
-was read. Adding a GPU or a model is a data change. Price offers arrive as another table.
+was read. Adding a GPU or a model is a data change. Cloud prices live in `data/offers.csv`,
+read by `infraplan.economics.offers`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Engine, Measurement,
-                                     ModelEntry, Network, Price, StorageTier, System)
+                                     ModelEntry, Network, StorageTier, System)
 from infraplan.catalog.table import Table, load_table
 from infraplan.errors import InputError
 
@@ -30,7 +31,6 @@ class Catalog:
     calibration: Table[Calibration]
     measurements: Table[Measurement]
     engines: Table[Engine]
-    prices: Table[Price]
     reliability: Table[Constant]
 
     def check_references(self) -> None:
@@ -43,22 +43,16 @@ class Catalog:
         for m in self.measurements:
             if m.target not in self.accelerators and m.target not in self.systems:
                 raise InputError(f"measurements.yaml: {m.name!r} targets unknown {m.target!r}")
-        for price in self.prices:
-            self.accelerators.get(price.accelerator)
         for entry in self.models:
             if not (MODELS_DIR / entry.config_file).is_file():
                 raise InputError(f"models.yaml: {entry.name!r} points at missing "
                                  f"{entry.config_file!r}")
 
     def price_per_gpu_hour(self, accelerator_name: str, pricing: str = "on_demand") -> float:
-        """The lowest listed price of an accelerator (USD per GPU-hour)."""
-        gpu = self.accelerators.get(accelerator_name)
-        offers = [p.usd_per_gpu_hour for p in self.prices
-                  if p.accelerator == gpu.name and p.pricing == pricing]
-        if not offers:
-            raise InputError(f"no {pricing} price for {gpu.name} in the catalog",
-                             fix=f"give one in the scenario: prices: {{{gpu.name}: 2.50}}")
-        return min(offers)
+        """The lowest price of one accelerator-hour (USD) in the offers table."""
+        from infraplan.economics.offers import price_per_gpu_hour  # offers reads this catalog
+
+        return price_per_gpu_hour(accelerator_name, pricing)
 
     def system_for(self, accelerator_name: str) -> System:
         """The default node type of an accelerator: the first system row that holds it."""
@@ -84,7 +78,6 @@ def load_catalog() -> Catalog:
         measurements=load_table(DATA_DIR / "measurements.yaml", Measurement, "measurement")
         if (DATA_DIR / "measurements.yaml").is_file() else Table("measurement", []),
         engines=load_table(DATA_DIR / "engines.yaml", Engine, "engine"),
-        prices=load_table(DATA_DIR / "prices.yaml", Price, "price"),
         reliability=load_table(DATA_DIR / "reliability.yaml", Constant, "reliability figure"),
     )
     catalog.check_references()

@@ -217,12 +217,3 @@ class Engine(Row):
             return big.max_num_seqs, big.max_num_batched_tokens
         return self.max_num_seqs, self.max_num_batched_tokens
 
-
-class Price(Row):
-    """What one GPU-hour of an accelerator costs at a provider."""
-
-    accelerator: str = Field(description="name of an accelerator row")
-    provider: str
-    pricing: Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
-    usd_per_gpu_hour: float = Field(gt=0)
-    observed: dt.date = Field(description="when the provider charged this price")

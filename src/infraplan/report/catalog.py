@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infraplan.catalog import load_catalog
+from infraplan.economics.offers import load_offers
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
 from infraplan.units import GIGA, GiB, TERA, format_count
@@ -97,18 +98,25 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
-def prices() -> tuple[list[str], list[list], list[dict]]:
-    headers = ["name", "accelerator", "provider", "pricing", "$/GPU-hour", "observed"]
+def offers() -> tuple[list[str], list[list], list[dict]]:
+    headers = ["provider", "instance type", "accelerator", "count", "region", "$/GPU-h on-demand",
+               "$/GPU-h spot", "$/GPU-h 1y", "$/GPU-h 3y", "observed", "estimate"]
+
+    def price(value):
+        return "-" if value is None else f"{value:.2f}"
+
     rows, data = [], []
-    for p in load_catalog().prices:
-        rows.append([p.name, p.accelerator, p.provider, p.pricing.replace("_", "-"),
-                     f"{p.usd_per_gpu_hour:.2f}", p.observed.isoformat()])
-        data.append(p.model_dump(mode="json"))
+    for o in load_offers():
+        rows.append([o.provider, o.instance_type, o.accelerator, o.count, o.region or "-",
+                     price(o.on_demand_usd_per_gpu_hour), price(o.spot_usd_per_gpu_hour),
+                     price(o.reserved_1y_usd_per_gpu_hour), price(o.reserved_3y_usd_per_gpu_hour),
+                     o.observed, "yes" if o.estimate else ""])
+        data.append(o.model_dump(mode="json"))
     return headers, rows, data
 
 
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
-            "storage": storage, "engines": engines, "prices": prices}
+            "storage": storage, "engines": engines, "offers": offers, "prices": offers}
 
 
 def render(kind: str) -> str:
