@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from infraplan.economics.cost import CostInputs
+from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError, close_matches
 from infraplan.files import read_user_file
 
@@ -204,6 +206,8 @@ class Pins(_Spec):
 class Constraints(_Spec):
     deadline_days: float | None = Field(default=None, gt=0)
     budget_gpu_hours: float | None = Field(default=None, gt=0)
+    budget_usd: float | None = Field(default=None, gt=0, description="total cost, every "
+                                                                    "line item")
 
 
 class TrainScenario(_Spec):
@@ -216,4 +220,20 @@ class TrainScenario(_Spec):
     hardware: TrainHardware
     pin: Pins = Pins()
     constraints: Constraints = Constraints()
+    objective: Literal["time", "cost"] = Field(default="time", description="rank plans by "
+                                               "time to train or by total cost")
+    prices: dict[str, float] = Field(default_factory=dict,
+                                     description="USD per GPU-hour by accelerator (default: "
+                                                 "the cheapest offer for `pricing`)")
+    pricing: Pricing = "on_demand"
+    costs: CostInputs = CostInputs()
+    energy: EnergySpec = EnergySpec()
     top: int = Field(default=5, ge=1, le=50, description="plans to show")
+
+    @field_validator("prices")
+    @classmethod
+    def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+        for gpu, price in prices.items():
+            if not price > 0:
+                raise ValueError(f"{gpu}: a price must be > 0 USD per GPU-hour (got {price})")
+        return prices

@@ -64,6 +64,30 @@ def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
     best = data["best"]
     assert best["ttft_p99_s"] <= 1.0 and best["tpot_p99_s"] <= 0.05
     assert data["simulations"] > 0 and data["search_seconds"] > 0
+    # a month of the cheapest as line items: GPUs x 730.56 h x the same price per hour
+    month = best["economics_per_month"]
+    assert month["cost"]["items"][0]["usd"] == pytest.approx(best["usd_per_hour"] * 730.56)
+    assert month["energy_kwh"] == pytest.approx(
+        best["deployment"]["replicas"] * best["deployment"]["tp"] * 700 * 730.56 * 1.3 / 1e3)
+
+
+def test_serving_costs_and_energy_are_itemised():
+    from infraplan.serving.scenario import ServeScenario
+
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b", "prices": {"h100": 2.0}, "pricing": "reserved-1y",
+        "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 10,
+                    "input": {"kind": "fixed", "value": 10},
+                    "output": {"kind": "fixed", "value": 10}},
+        "costs": {"egress_gb": 1000, "monitoring_usd_per_month": 150},
+        "energy": {"region": "europe-west4", "pue": 1.1}})
+    month = scenario.monthly_economics("h100", 4)
+    items = {i["name"]: i["usd"] for i in month["cost"]["items"]}
+    assert items == pytest.approx({"compute (reserved-1y)": 4 * 730.56 * 2.0,
+                                   "egress": 1000 * 0.09, "monitoring": 150.0})
+    kwh = 4 * 0.7 * 730.56 * 1.1
+    assert month["energy_kwh"] == pytest.approx(kwh)
+    assert month["carbon_kg_co2e"] == pytest.approx(kwh * month["g_co2e_per_kwh"] / 1e3)
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -79,6 +103,12 @@ def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
     ("model: llama-3.1-70b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
      "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
      "deployment: {gpu: l4}\n", "no room for the KV cache"),
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100}\ncosts: {egres_gb: 5}\n", "did you mean 'egress_gb'"),
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100}\nenergy: {region: us-east-11}\n", "did you mean 'us-east-1'"),
 ])
 def test_bad_serving_scenarios_exit_2(tmp_path, capsys, text, needle):
     path = tmp_path / "s.yaml"

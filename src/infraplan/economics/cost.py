@@ -22,7 +22,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.units import GIGA, parse_quantity
-from infraplan.workloads import describe_errors
 
 DAYS_PER_MONTH = 30.44
 SECONDS_PER_DAY = 86_400.0
@@ -91,6 +90,7 @@ class CostInputs(BaseModel):
             raw = {}
         if not isinstance(raw, dict):
             raise InputError(f"{origin}: expected a mapping of cost fields, got {raw!r}")
+        from infraplan.workloads import describe_errors  # workloads imports this module
         try:
             inputs = cls.model_validate(raw)
         except ValidationError as exc:

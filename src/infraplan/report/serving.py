@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from infraplan.report.terminal import table
+from infraplan.report.training import economics_lines
 from infraplan.units import format_count
 
 
@@ -56,6 +57,10 @@ def plan_report(name: str, plan) -> str:
         lines += [f"cheapest: {plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h", "",
                   table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
                          "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5])]
+        if plan.best.economics:
+            lines += ["", "a month (30.44 days) of the cheapest, "
+                      + economics_lines(plan.best.economics)[0]]
+            lines += economics_lines(plan.best.economics)[1:]
     if plan.rejected:
         lines += ["", "rejected:"] + [f"  {c.describe()}: {c.reason}" for c in plan.rejected]
     lines += [f"note: {n}" for n in plan.notes[1:]]

@@ -19,16 +19,33 @@ def _days(seconds):
     return f"{seconds / 86400:,.1f} d" if seconds is not None else "-"
 
 
+def _usd(p) -> str:
+    return f"${p.economics['cost']['total_usd']:,.0f}" if p.economics else "-"
+
+
 def plans_table(plans) -> str:
     rows = []
     for p in plans:
         rows.append([p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.2f}",
                      f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
                      _days(p.time_to_train_s),
-                     f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-",
+                     f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-", _usd(p),
                      f"{p.memory_bytes / GiB:.1f}/{p.capacity_bytes / GiB:.0f}"])
     return table(["GPU", "count", "plan", "step s", "tok/s/GPU", "MFU", "time",
-                  "GPU-hours", "mem GiB"], rows, align_right=[1, 3, 4, 5, 6, 7, 8])
+                  "GPU-hours", "cost", "mem GiB"], rows, align_right=[1, 3, 4, 5, 6, 7, 8, 9])
+
+
+def economics_lines(e: dict) -> list[str]:
+    """A plan's cost line items, energy and carbon, each with how it was computed."""
+    lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
+    lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
+              for i in e["cost"]["items"]]
+    lines.append(f"energy {e['energy_formula']}")
+    if e["carbon_kg_co2e"] is None:
+        lines.append("carbon: give energy.region (or energy.g_co2e_per_kwh) for a figure")
+    elif e["intensity_note"]:
+        lines.append(f"grid: {e['intensity_note']}")
+    return lines
 
 
 def breakdown(p) -> str:
@@ -39,8 +56,11 @@ def breakdown(p) -> str:
             f"{HIDDEN[k]} {v:,.3f} s" for k, v in p.hidden_s.items()))
     lines.append(f"MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, {p.tokens_per_s:,.0f} tokens/s")
     if p.time_to_train_s is not None:
+        energy = "" if p.economics else f", {p.energy_kwh:,.0f} kWh (GPUs at TDP)"
         lines.append(f"time to train {_days(p.time_to_train_s)} (with run goodput), "
-                     f"{p.gpu_hours:,.0f} GPU-hours, {p.energy_kwh:,.0f} kWh (TDP-based)")
+                     f"{p.gpu_hours:,.0f} GPU-hours{energy}")
+    if p.economics:
+        lines += economics_lines(p.economics)
     return "\n".join(lines)
 
 
@@ -53,7 +73,8 @@ def search_report(model: str, result) -> str:
              breakdown(best), ""]
     if len(result.by_accelerator) > 1:
         lines += ["best plan of each accelerator:", plans_table(result.by_accelerator), ""]
-    lines += ["time vs GPU-hours frontier:", plans_table(result.frontier)]
+    axis = "cost" if best.economics else "GPU-hours"
+    lines += [f"time vs {axis} frontier:", plans_table(result.frontier)]
     if result.rejected:
         lines += ["", "why other choices lost (best plan with that value):"]
         lines += [f"  {r}" for r in result.rejected]

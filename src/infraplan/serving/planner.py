@@ -35,6 +35,7 @@ class Candidate:
     summary: dict | None = None
     reason: str | None = None  # why it was rejected
     resolved: ResolvedReplica | None = None  # its step model and memory plan, built once
+    economics: dict | None = None  # a month of it: cost line items, energy, carbon
 
     def describe(self) -> str:
         d = self.deployment
@@ -44,7 +45,7 @@ class Candidate:
     def to_json(self) -> dict:
         out = {"deployment": self.deployment.model_dump(), "describe": self.describe(),
                "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
-               else None, "rejected": self.reason}
+               else None, "rejected": self.reason, "economics_per_month": self.economics}
         if self.summary:
             s = self.summary
             out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
@@ -96,7 +97,7 @@ def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
     return mean_rate_per_s(scenario.traffic, base_dir=base_dir)
 
 
-def _stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
+def stationary_stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
     """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
     if traffic.arrival.kind == "diurnal":
         update = {"arrival": ArrivalSpec.model_validate({"kind": "poisson",
@@ -151,6 +152,9 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
         sims += _confirm(scenario, cand, rate, slo, base_dir)
         confirmed.append(cand)
     ranked = sorted(confirmed, key=lambda c: c.usd_per_hour) + candidates[CONFIRMED:]
+    for cand in ranked:
+        cand.economics = scenario.monthly_economics(cand.deployment.gpu,
+                                                    cand.deployment.num_gpus)
     notes = [f"planned for {rate:.3g} requests/s"]
     if scenario.traffic.arrival.kind == "diurnal" and ranked:
         mean = mean_rate_per_s(scenario.traffic)
@@ -165,8 +169,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
 
 def _per_replica(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
                  base_dir) -> dict:
-    requests = generate(_stream(scenario.traffic, rate / replicas), seed=scenario.seed,
-                        base_dir=base_dir)
+    requests = generate(stationary_stream(scenario.traffic, rate / replicas),
+                        seed=scenario.seed, base_dir=base_dir)
     result = simulate(resolved.deployment, requests, resolved=resolved)
     return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
 
@@ -202,7 +206,8 @@ def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     (the even split is an approximation of a real router)."""
     sims = 0
     price = cand.usd_per_hour / cand.deployment.num_gpus
-    requests = generate(_stream(scenario.traffic, rate), seed=scenario.seed, base_dir=base_dir)
+    requests = generate(stationary_stream(scenario.traffic, rate), seed=scenario.seed,
+                        base_dir=base_dir)
     for _ in range(4):
         summary = summarize(simulate(cand.deployment, requests, resolved=cand.resolved),
                             slo=slo, usd_per_gpu_hour=price)

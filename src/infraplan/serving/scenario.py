@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field
 
-from infraplan.catalog import load_catalog
-
+from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
+from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
@@ -57,7 +57,10 @@ class ServeScenario(SpecModel):
                                                                  "compare")
     prices: dict[str, float] = Field(default_factory=dict, description="USD per GPU-hour by "
                                                                        "accelerator")
-    pricing: Literal["on_demand", "spot"] = "on_demand"
+    pricing: Pricing = "on_demand"
+    costs: CostInputs = Field(default_factory=CostInputs, description="storage, egress, "
+                                                                      "networking, monitoring")
+    energy: EnergySpec = Field(default_factory=EnergySpec)
     seed: int = Field(default=0, ge=0)
 
     def _check(self) -> None:
@@ -68,12 +71,14 @@ class ServeScenario(SpecModel):
     def price_per_gpu_hour(self, gpu: str) -> float:
         """The scenario's price for an accelerator (keys may be aliases), else the catalog's
         lowest for the scenario's pricing."""
-        catalog = load_catalog()
-        name = catalog.accelerators.get(gpu).name
-        for key, price in self.prices.items():
-            if catalog.accelerators.get(key).name == name:
-                return price
-        return catalog.price_per_gpu_hour(name, self.pricing)
+        return price_per_gpu_hour(gpu, prices=self.prices, pricing=self.pricing)
+
+    def monthly_economics(self, gpu: str, num_gpus: int) -> dict:
+        """A deployment's month (30.44 days) as line items, energy and carbon."""
+        month_s = SECONDS_PER_MONTH
+        return plan_economics(gpu, num_gpus, num_gpus * month_s / 3600.0, month_s,
+                              prices=self.prices, pricing=self.pricing, costs=self.costs,
+                              energy=self.energy).to_json()
 
     def deployment_spec(self) -> Deployment:
         if self.deployment is None:

@@ -144,9 +144,10 @@ class PlanResult:
     fits: bool
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
-    energy_kwh: float | None = None
+    energy_kwh: float | None = None  # the GPUs at TDP for the run (economics: facility)
     hidden_s: dict[str, float] = field(default_factory=dict)  # communication overlapped
     notes: tuple[str, ...] = field(default=())
+    economics: dict | None = None  # cost line items, energy and carbon (plan train)
 
     def describe(self) -> str:
         return self.plan.describe()

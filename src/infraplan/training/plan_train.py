@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from infraplan.economics.spec import LinearCost, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
-from infraplan.training.evaluate import AUTO_RECOMPUTE, TrainingJob
+from infraplan.training.evaluate import AUTO_RECOMPUTE, PlanResult, TrainingJob
 from infraplan.training.search import SearchResult, search
 from infraplan.training.space import Knobs
 from infraplan.workloads import TrainScenario
@@ -77,6 +80,35 @@ def plan_training(scenario: TrainScenario) -> SearchResult:
     # one knob set per accelerator type (node sizes differ); counts come from the first
     knobs = knobs_for(scenario, gpus[0])
     deadline = scenario.constraints.deadline_days
-    return search(arch, gpus, knobs, job, top=scenario.top, system=node_types(scenario),
-                  deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
-                  budget_gpu_hours=scenario.constraints.budget_gpu_hours)
+    cost = _linear_cost(scenario, gpus) if job.tokens else None
+    result = search(arch, gpus, knobs, job, top=scenario.top, system=node_types(scenario),
+                    deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
+                    budget_gpu_hours=scenario.constraints.budget_gpu_hours, cost=cost,
+                    budget_usd=scenario.constraints.budget_usd, objective=scenario.objective)
+    if cost is not None:
+        for plans in (result.best, result.frontier, result.by_accelerator):
+            plans[:] = [with_economics(p, scenario) for p in plans]
+    elif job.tokens:
+        result.notes.append("no cost: an accelerator has no price in the catalog for "
+                            f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
+    return result
+
+
+def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
+    """Cost rates of every accelerator compared; None when one has no price and nothing
+    asks for cost (ranking by time still works without prices)."""
+    try:
+        return LinearCost.build(gpus, prices=scenario.prices, pricing=scenario.pricing,
+                                costs=scenario.costs)
+    except InputError:
+        if scenario.objective == "cost" or scenario.constraints.budget_usd is not None:
+            raise
+        return None
+
+
+def with_economics(plan: PlanResult, scenario: TrainScenario) -> PlanResult:
+    """The plan with its cost line items, facility energy and carbon attached."""
+    e = plan_economics(plan.accelerator, plan.plan.num_gpus, plan.gpu_hours,
+                       plan.time_to_train_s, prices=scenario.prices, pricing=scenario.pricing,
+                       costs=scenario.costs, energy=scenario.energy)
+    return replace(plan, economics=e.to_json())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infraplan.catalog.schema import System
+from infraplan.economics.spec import LinearCost
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
@@ -91,38 +92,48 @@ def recompute_knob(code: float) -> dict:
 
 def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
            top: int = 5, system: str | System | dict[str, System] | None = None,
-           deadline_s: float | None = None,
-           budget_gpu_hours: float | None = None) -> SearchResult:
+           deadline_s: float | None = None, budget_gpu_hours: float | None = None,
+           cost: LinearCost | None = None, budget_usd: float | None = None,
+           objective: str = "time") -> SearchResult:
+    """The `top` plans by `objective` ("time" to train, or total "cost" in USD, which needs
+    `cost` and a token budget), the time vs cost frontier (GPU-hours without prices) and
+    why other knob values lost. Deadline and budgets filter; when nothing meets them the
+    error names the closest plans and by how much they miss."""
+    if objective not in ("time", "cost"):
+        raise InputError(f"objective must be 'time' or 'cost', got {objective!r}")
+    if (objective == "cost" or budget_usd is not None) and (cost is None or job.tokens is None):
+        raise InputError("ranking or budgeting by cost needs prices and training.tokens",
+                         fix="give training.tokens (the run's length sets its cost)")
     start = time.perf_counter()
     evaluated, candidates, count = [], 0, 0
     for gpu in gpus:
         node = system.get(gpu) if isinstance(system, dict) else \
             system if len(gpus) == 1 else None  # a named node type holds one accelerator
         ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, node)
+        if cost is not None and "gpu_hours" in ev.out:
+            ev.out["cost_usd"] = cost.total_usd(gpu, ev.out["gpu_hours"],
+                                                ev.out["time_to_train_s"])
         evaluated.append(ev)
         candidates += cands
         count += n
+    limits = _Limits(deadline_s, budget_gpu_hours, budget_usd)
     ranked = []  # (objective, ev, index)
     fitting = 0
     for ev in evaluated:
         if not ev.out:
             continue
-        ok = ev.out["fits"].copy()
-        fitting += int(ok.sum())
-        if deadline_s is not None and "time_to_train_s" in ev.out:
-            ok &= ev.out["time_to_train_s"] <= deadline_s
-        if budget_gpu_hours is not None and "gpu_hours" in ev.out:
-            ok &= ev.out["gpu_hours"] <= budget_gpu_hours
-        objective = ev.out.get("time_to_train_s", ev.out["step_s"])
-        for i in np.flatnonzero(ok)[np.argsort(objective[ok])[: max(top, 64)]]:
-            ranked.append((float(objective[i]), ev, int(i)))
+        fitting += int(ev.out["fits"].sum())
+        ok = _allowed(ev, limits)
+        score = _objective(ev, objective)
+        for i in np.flatnonzero(ok)[np.argsort(score[ok])[: max(top, 64)]]:
+            ranked.append((float(score[i]), ev, int(i)))
     ranked.sort(key=lambda r: r[0])
     elapsed = time.perf_counter() - start
     if not ranked:
-        raise InputError(_nothing_fits(evaluated, count, deadline_s, budget_gpu_hours))
+        raise InputError(_nothing_fits(evaluated, count, limits))
     results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
     frontier = [_result(arch, ev, i, job)
-                for ev, i in _frontier(evaluated, deadline_s, budget_gpu_hours)]
+                for ev, i in _frontier(evaluated, limits)]
     best_ev, best_i = ranked[0][1], ranked[0][2]
     per_gpu = {}
     for _, ev, i in ranked:  # ranked is sorted: the first of each accelerator is its best
@@ -138,22 +149,18 @@ def _result(arch, ev, i, job) -> PlanResult:
     return evaluate_plan(arch, ev.gpu, job, _plan_at(ev, i), system=ev.system)
 
 
-def _frontier(evaluated, deadline_s, budget, limit: int = 12):
-    """Plans no other plan beats on both time and GPU-hours (per step when no token
-    budget is given: step time vs GPU-seconds per step), at most `limit` of them spread
-    along the curve."""
+def _frontier(evaluated, limits: _Limits, limit: int = 12):
+    """Plans no other plan beats on both time and cost (USD when prices are known, else
+    GPU-hours; per step when no token budget is given: step time vs GPU-seconds per step),
+    at most `limit` of them spread along the curve."""
     times, costs, owners, rows = [], [], [], []
     for n, ev in enumerate(evaluated):
         if not ev.out:
             continue
-        mask = ev.out["fits"].copy()
-        if deadline_s is not None and "time_to_train_s" in ev.out:
-            mask &= ev.out["time_to_train_s"] <= deadline_s
-        if budget is not None and "gpu_hours" in ev.out:
-            mask &= ev.out["gpu_hours"] <= budget
-        ok = np.flatnonzero(mask)
-        times.append(ev.out.get("time_to_train_s", ev.out["step_s"])[ok])
-        costs.append(ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"])[ok])
+        ok = np.flatnonzero(_allowed(ev, limits))
+        times.append(_objective(ev, "time")[ok])
+        costs.append(ev.out.get("cost_usd", ev.out.get(
+            "gpu_hours", ev.out["step_s"] * ev.out["gpus"]))[ok])
         owners.append(np.full(len(ok), n))
         rows.append(ok)
     if not times:
@@ -166,6 +173,34 @@ def _frontier(evaluated, deadline_s, budget, limit: int = 12):
     if len(on_front) > limit:
         on_front = on_front[np.linspace(0, len(on_front) - 1, limit).round().astype(int)]
     return [(evaluated[owner[i]], int(row[i])) for i in on_front]
+
+
+@dataclass(frozen=True)
+class _Limits:
+    deadline_s: float | None
+    budget_gpu_hours: float | None
+    budget_usd: float | None
+
+    def checks(self):
+        """(result column, limit, what it is) for each limit given."""
+        return [(col, lim, what) for col, lim, what in (
+            ("time_to_train_s", self.deadline_s, "deadline"),
+            ("gpu_hours", self.budget_gpu_hours, "GPU-hour budget"),
+            ("cost_usd", self.budget_usd, "USD budget")) if lim is not None]
+
+
+def _allowed(ev: _Evaluated, limits: _Limits) -> np.ndarray:
+    ok = ev.out["fits"].copy()
+    for column, limit, _ in limits.checks():
+        if column in ev.out:
+            ok &= ev.out[column] <= limit
+    return ok
+
+
+def _objective(ev: _Evaluated, objective: str) -> np.ndarray:
+    if objective == "cost":
+        return ev.out["cost_usd"]
+    return ev.out.get("time_to_train_s", ev.out["step_s"])
 
 
 def _why_rejected(ev: _Evaluated, best: int, limit: int = 4) -> list[str]:
@@ -227,7 +262,7 @@ def _knob_value(knob, value):
     return int(value)
 
 
-def _nothing_fits(evaluated, count, deadline_s, budget) -> str:
+def _nothing_fits(evaluated, count, limits: _Limits) -> str:
     if count == 0:
         return ("no runnable plan: no combination of the allowed degrees divides the GPU "
                 "counts, heads and global batch")
@@ -238,13 +273,20 @@ def _nothing_fits(evaluated, count, deadline_s, budget) -> str:
         return (f"no plan fits in memory: the smallest needs {need / GiB:.1f} GiB per "
                 f"accelerator, {ev.gpu} has {cap / GiB:.1f} GiB; allow more GPUs, "
                 "recompute, ZeRO or a larger accelerator")
+    # the plan closest to each limit, and how far every limit is from it
     fitting = [ev for ev in evaluated if ev.out and ev.out["fits"].any()]
-    fastest = min(ev.out.get("time_to_train_s", ev.out["step_s"])[ev.out["fits"]].min()
-                  for ev in fitting)
-    cheapest = min(ev.out["gpu_hours"][ev.out["fits"]].min() for ev in fitting) \
-        if "gpu_hours" in fitting[0].out else None
-    parts = [f"the fastest plan that fits takes {fastest / 86400:,.1f} days"]
-    if cheapest is not None:
-        parts.append(f"the cheapest needs {cheapest:,.0f} GPU-hours")
-    return (f"no plan meets the deadline/budget: {'; '.join(parts)}; relax them or allow "
-            "more GPUs")
+    closest = []
+    for column, limit, what in limits.checks():
+        best = min(((ev.out[column][ev.out["fits"]].min(), ev) for ev in fitting
+                    if column in ev.out), key=lambda b: b[0], default=None)
+        if best is not None:
+            closest.append(f"the plan closest to the {what} ({_format(column, best[0])}) "
+                           f"misses it by {best[0] / limit - 1:+.0%}")
+    return (f"no plan meets the {' and '.join(w for _, _, w in limits.checks())}: "
+            f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
+
+
+def _format(column: str, value: float) -> str:
+    return {"time_to_train_s": f"{value / 86400:,.1f} days",
+            "gpu_hours": f"{value:,.0f} GPU-hours",
+            "cost_usd": f"${value:,.0f}"}[column]

@@ -1,0 +1,122 @@
+"""What a scenario says about money and energy, shared by `plan train` and `plan serve`:
+the price of a GPU-hour, the other costs of the run (`costs:`), and how energy is counted
+(`energy:`). One function turns a plan's GPU-hours and duration into its line items, energy
+and carbon, so every command reports them the same way.
+
+A plan's total cost is linear in what the search varies (GPU-hours and duration):
+    total = gpu_hours x price + fixed_usd + usd_per_s x duration_s
+with fixed_usd = egress (and storage held for retention_days after the run) and usd_per_s =
+storage held during the run plus networking and monitoring per unit time (economics/cost.py).
+`LinearCost` evaluates that over a whole plan space at once; `plan_economics` itemises one
+plan with the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from infraplan.catalog import load_catalog
+from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
+from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
+from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
+
+Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
+
+
+class EnergySpec(BaseModel):
+    """`energy:` in a scenario. Defaults: the GPUs at their TDP (an upper bound), a new
+    facility's PUE (catalog/data/onprem.yaml), no grid region (no carbon figure)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    utilization: float = Field(default=1.0, gt=0, le=1,
+                               description="average draw as a share of TDP")
+    pue: float | None = Field(default=None, ge=1, le=3,
+                              description="facility / IT energy (default: onprem.yaml 'pue')")
+    host_w_per_node: float = Field(default=0.0, ge=0, description="CPUs, NICs, fans per node "
+                                                                  "(DGX H100: 4600)")
+    region: str | None = Field(default=None, description="grid region for carbon "
+                                                         "('us-east-1', 'europe-west4')")
+    g_co2e_per_kwh: float | None = Field(default=None, ge=0,
+                                         description="overrides the region's intensity")
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, region: str | None) -> str | None:
+        if region is not None:
+            grid_intensity(region)  # did-you-mean on a typo
+        return region
+
+    def resolved_pue(self) -> float:
+        if self.pue is not None:
+            return self.pue
+        from infraplan.economics.tco import facility_value
+        return facility_value("pue")
+
+
+def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str) -> float:
+    """The scenario's price for an accelerator (keys may be aliases), else the cheapest
+    offer in the catalog for `pricing`."""
+    catalog = load_catalog()
+    name = catalog.accelerators.get(gpu).name
+    for key, price in prices.items():
+        if catalog.accelerators.get(key).name == name:
+            return price
+    return cheapest_offer_price(name, pricing)
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """total_usd = gpu_hours x usd_per_gpu_hour[gpu] + fixed_usd + usd_per_s x duration_s."""
+
+    usd_per_gpu_hour: dict[str, float]
+    fixed_usd: float
+    usd_per_s: float
+
+    @classmethod
+    def build(cls, gpus: list[str], *, prices: dict[str, float], pricing: str,
+              costs: CostInputs) -> LinearCost:
+        per_gpu = {g: price_per_gpu_hour(g, prices=prices, pricing=pricing) for g in gpus}
+        # plan_cost is affine in duration for fixed inputs: read off its two coefficients
+        month_s = 30.44 * 86400.0
+        at_zero = plan_cost(0.0, 0.0, 0.0, costs).total_usd
+        at_month = plan_cost(0.0, 0.0, month_s, costs).total_usd
+        return cls(per_gpu, at_zero, (at_month - at_zero) / month_s)
+
+    def total_usd(self, gpu: str, gpu_hours, duration_s):
+        return np.asarray(gpu_hours) * self.usd_per_gpu_hour[gpu] + self.fixed_usd + \
+            self.usd_per_s * np.asarray(duration_s)
+
+
+@dataclass(frozen=True)
+class PlanEconomics:
+    cost: CostBreakdown
+    energy: EnergyEstimate
+    usd_per_gpu_hour: float
+    pricing: str
+
+    def to_json(self) -> dict:
+        e = self.energy
+        return {"cost": self.cost.to_dict(), "usd_per_gpu_hour": self.usd_per_gpu_hour,
+                "pricing": self.pricing, "energy_kwh": e.energy_kwh,
+                "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
+                "region": e.region, "energy_formula": e.formula,
+                "intensity_note": e.intensity_note}
+
+
+def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
+                   prices: dict[str, float], pricing: str, costs: CostInputs,
+                   energy: EnergySpec, compute_label: str = "compute") -> PlanEconomics:
+    """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`."""
+    price = price_per_gpu_hour(gpu, prices=prices, pricing=pricing)
+    label = f"{compute_label} ({pricing.replace('_', '-')})"
+    breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label)
+    estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
+                               pue=energy.resolved_pue(), region=energy.region,
+                               g_co2e_per_kwh=energy.g_co2e_per_kwh,
+                               host_w_per_node=energy.host_w_per_node)
+    return PlanEconomics(breakdown, estimate, price, pricing)

@@ -1,0 +1,82 @@
+"""plan train with money: line items on every plan, a cost objective, USD budgets, and the
+closest plans when a budget cannot be met."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from infraplan.economics.offers import price_per_gpu_hour
+from infraplan.errors import InputError
+from infraplan.training.plan_train import plan_training
+from infraplan.workloads import TrainScenario
+
+
+def _scenario(**extra) -> TrainScenario:
+    raw = {"model": "llama-3.1-8b", "top": 3,
+           "training": {"tokens": 2e10, "global_batch": 256, "seq_len": 4096},
+           "hardware": {"gpus": ["h100", "a100-sxm4-80gb"], "counts": [8, 16, 32]},
+           "costs": {"dataset_gb": 80, "checkpoint_gb": 112, "checkpoints_kept": 4,
+                     "egress_gb": 10, "monitoring_usd_per_month": 300}}
+    raw.update(extra)
+    return TrainScenario.model_validate(raw)
+
+
+def test_every_plan_carries_line_items_that_sum_and_price_its_gpu_hours():
+    result = plan_training(_scenario(prices={"h100": 3.0}))
+    for plan in result.best + result.frontier + result.by_accelerator:
+        cost = plan.economics["cost"]
+        assert math.isclose(cost["total_usd"], sum(i["usd"] for i in cost["items"]))
+        compute = cost["items"][0]
+        price = 3.0 if plan.accelerator == "h100-sxm5-80gb" else \
+            price_per_gpu_hour("a100-sxm4-80gb", "on_demand")
+        assert compute["usd"] == pytest.approx(plan.gpu_hours * price)
+        # 4 x 112 GB + 80 GB at S3's $0.023/GB-month for the run's months
+        months = plan.time_to_train_s / (30.44 * 86400)
+        storage = sum(i["usd"] for i in cost["items"] if i["name"].startswith("storage"))
+        assert storage == pytest.approx((4 * 112 + 80) * 0.023 * months)
+        assert cost["duration_s"] == plan.time_to_train_s
+
+
+def test_cost_objective_finds_a_plan_no_dearer_than_the_fastest():
+    fastest = plan_training(_scenario()).best[0]
+    cheapest = plan_training(_scenario(objective="cost")).best
+    total = [p.economics["cost"]["total_usd"] for p in cheapest]
+    assert total == sorted(total)
+    assert total[0] <= fastest.economics["cost"]["total_usd"]
+    assert cheapest[0].time_to_train_s >= fastest.time_to_train_s
+
+
+def test_frontier_trades_time_against_dollars():
+    frontier = plan_training(_scenario()).frontier
+    times = [p.time_to_train_s for p in frontier]
+    dollars = [p.economics["cost"]["total_usd"] for p in frontier]
+    assert times == sorted(times)
+    assert all(b < a for a, b in zip(dollars, dollars[1:]))  # slower only if cheaper
+
+
+def test_an_unreachable_budget_names_the_closest_plan_and_the_miss():
+    cheapest = plan_training(_scenario(objective="cost")).best[0]
+    floor = cheapest.economics["cost"]["total_usd"]
+    budget = floor / 1.25
+    with pytest.raises(InputError, match=r"USD budget.*misses it by \+25%;"):
+        plan_training(_scenario(constraints={"budget_usd": budget}))
+    kept = plan_training(_scenario(constraints={"budget_usd": floor * 1.001})).best
+    assert all(p.economics["cost"]["total_usd"] <= floor * 1.001 for p in kept)
+
+
+def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
+    with pytest.raises(ValueError, match="must be > 0"):
+        _scenario(prices={"h100": -1})
+
+    def no_offer(gpu, pricing):
+        raise InputError(f"no {pricing} price for {gpu} in the catalog")
+
+    monkeypatch.setattr("infraplan.economics.spec.cheapest_offer_price", no_offer)
+    result = plan_training(_scenario())  # ranking by time needs no price
+    assert result.best[0].economics is None and "no cost" in result.notes[0]
+    with pytest.raises(InputError, match="no on_demand price for h100"):
+        plan_training(_scenario(objective="cost"))
+    priced = plan_training(_scenario(objective="cost", prices={"h100": 2.0, "a100": 1.0}))
+    assert priced.best[0].economics["usd_per_gpu_hour"] in (2.0, 1.0)
