@@ -28,7 +28,9 @@ demo: $(VENV)/.installed-core
 	$(BIN)/infraplan plan serve examples/serve-llama8b-chat.yaml
 	$(BIN)/infraplan validate serving validation/serving_dev.csv
 
+# Browser tests drive Debian's Chromium (Playwright's own download does not work here).
 test: $(VENV)/.installed-all
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(BIN)/python -m pytest
 
 clean:

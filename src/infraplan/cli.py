@@ -280,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_simulate(sub)
     _add_validate(sub)
+    from infraplan.web.cli import add_report, add_ui  # neither imports the web stack yet
+
+    add_report(sub)
+    add_ui(sub)
     return parser
 
 

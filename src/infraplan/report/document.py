@@ -1,0 +1,119 @@
+"""One scenario's numbers and figures as a document: a JSON-ready dict organised under the
+SCALE headings (Scale, Compute, Accelerator interconnect, Latency & locality, Economics)
+and the DEPLOY checklist (Define workload, Estimate throughput, Pick platform, Load-test,
+Observe, Yield plan). The HTML report and the web UI render the same dict.
+
+    doc = build_document("examples/train-llama-3.1-70b.yaml")
+    doc["sections"][0]["heading"], doc["figures"].keys()
+
+A section holds `items` (label, raw SI value, the text shown), `tables` (columns, rows of
+text), `figures` (keys into doc["figures"]), `paragraphs`, or, when it has nothing,
+`not_applicable` saying why.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from infraplan.errors import InputError
+from infraplan.files import read_user_file
+
+SCALE = ("Scale", "Compute", "Accelerator interconnect", "Latency & locality", "Economics")
+DEPLOY = ("Define workload", "Estimate throughput", "Pick platform", "Load-test", "Observe",
+          "Yield plan")
+NOT_APPLICABLE = "not applicable to this scenario"
+
+
+def item(label: str, value, text: str) -> dict:
+    """One number: `value` raw (SI units, as the library returns it), `text` as shown."""
+    return {"label": label, "value": value, "text": text}
+
+
+def table(title: str, columns: list[str], rows: list[list]) -> dict:
+    return {"title": title, "columns": columns, "rows": [[str(c) for c in r] for r in rows]}
+
+
+def section(framework: str, heading: str, *, items=(), tables=(), figures=(), paragraphs=(),
+            not_applicable: str | None = None) -> dict:
+    """A heading's content; an empty one says it is not applicable (and why, if given)."""
+    empty = not (items or tables or figures or paragraphs)
+    reason = None
+    if empty or not_applicable:
+        reason = NOT_APPLICABLE + (f": {not_applicable}" if not_applicable else "")
+    return {"framework": framework, "heading": heading, "items": list(items),
+            "tables": list(tables), "figures": list(figures), "paragraphs": list(paragraphs),
+            "not_applicable": reason}
+
+
+def ordered(sections: dict[str, dict]) -> list[dict]:
+    """Every SCALE and DEPLOY heading in order; a heading nobody filled is not applicable."""
+    out = []
+    for framework, headings in (("SCALE", SCALE), ("DEPLOY", DEPLOY)):
+        for heading in headings:
+            out.append(sections.get(heading) or section(framework, heading))
+    return out
+
+
+def days(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 86400:,.1f} days"
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None or math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
+
+
+def usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def scenario_kind(raw: dict, origin: str) -> str:
+    """'training' or 'serving', from the keys of a scenario mapping."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{origin}: expected a mapping of keys (model, training, hardware, "
+                         "... or model, traffic, ...)")
+    hardware = raw.get("hardware")
+    if "traffic" in raw:
+        return "serving"
+    if "training" in raw and isinstance(hardware, dict) and "gpus" in hardware:
+        return "training"
+    if "training" in raw and isinstance(hardware, dict) and "gpu" in hardware:
+        raise InputError(f"{origin}: a memory scenario (hardware.gpu); the report takes a "
+                         "training plan or a serving scenario",
+                         fix="use `infraplan memory` for it, or give hardware.gpus: [...] "
+                             "and training.tokens to plan training")
+    raise InputError(f"{origin}: neither a training scenario (keys training and hardware."
+                     "gpus) nor a serving scenario (key traffic)",
+                     fix="start from examples/train-*.yaml or examples/serve-*.yaml")
+
+
+def build_document(scenario_path: str | Path) -> dict:
+    """Read a training or serving scenario, run the library's plan (and simulation), and
+    return the document."""
+    path = Path(scenario_path)
+    text = read_user_file(path, "scenario file",
+                          fix="give the path of a scenario YAML (see examples/)")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raw = None  # load_scenario below reports where the YAML breaks
+    if raw is None:
+        from infraplan.workloads import load_scenario
+
+        load_scenario(path)  # raises the located YAML error
+    kind = scenario_kind(raw, path.name)
+    if kind == "training":
+        from infraplan.report.document_train import training_document
+        from infraplan.training.plan_train import plan_training
+        from infraplan.workloads import TrainScenario, load_scenario
+
+        scenario = load_scenario(path, TrainScenario)
+        return training_document(scenario, plan_training(scenario))
+    from infraplan.report.document_serve import serving_document
+    from infraplan.serving.scenario import ServeScenario
+    from infraplan.workloads import load_scenario
+
+    scenario = load_scenario(path, ServeScenario)
+    return serving_document(scenario, base_dir=path.parent)

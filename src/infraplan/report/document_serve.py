@@ -1,0 +1,261 @@
+"""The document of a serving scenario: the simulation `infraplan simulate serve` runs, the
+plan `infraplan plan serve` makes, latency CDFs, memory per accelerator, a load sweep and
+the cost, under the SCALE and DEPLOY headings.
+
+The simulation is the CLI's call for call (same requests, seed, SLOs and price), so its
+numbers equal `simulate serve --json`; the plan is `plan_serving(scenario)` itself.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
+from infraplan.report import figures as fig
+from infraplan.report.document import item, ms, ordered, section, table, usd
+from infraplan.serving.metrics import latencies, summarize
+from infraplan.serving.planner import stationary_stream as stream_at
+from infraplan.serving.planner import plan_serving, planning_rate, violations
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import generate
+
+SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
+SWEEP_REQUESTS = 1500  # requests per load-sweep simulation
+SLO_NAMES = {"ttft_p99_s": "TTFT", "tpot_p99_s": "TPOT", "e2e_p99_s": "end to end"}
+
+
+def _price(scenario, gpu: str) -> tuple[float | None, str | None]:
+    try:
+        return scenario.price_per_gpu_hour(gpu), None
+    except InputError as exc:
+        return None, str(exc)
+
+
+def simulate_scenario(scenario, base_dir: Path | None = None) -> dict:
+    """`infraplan simulate serve`: the scenario's deployment under its traffic."""
+    dep = scenario.deployment_spec()
+    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
+    result = simulate(dep, requests, base_dir=base_dir)
+    price, note = _price(scenario, result.replica.gpu.name)
+    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
+            "label": "the scenario's deployment", "price_note": note}
+
+
+def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
+    """The plan's chosen deployment under the traffic at the planning rate."""
+    cand = plan.best
+    requests = generate(stream_at(scenario.traffic, plan.rate_per_s), seed=scenario.seed,
+                        base_dir=base_dir)
+    result = simulate(cand.deployment, requests, resolved=cand.resolved)
+    price, note = _price(scenario, result.replica.gpu.name)
+    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    return {"deployment": cand.deployment, "result": result, "summary": summary,
+            "rate_per_s": plan.rate_per_s, "label": "the planned deployment at the planning "
+            "rate", "price_note": note}
+
+
+def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = None,
+               fractions=SWEEP_FRACTIONS, max_requests: int = SWEEP_REQUESTS) -> list[dict]:
+    """The simulated deployment at fractions of `rate_per_s` (at most `max_requests` each)."""
+    slo = scenario.slo.to_slo()
+    points = []
+    for f in fractions:
+        traffic = stream_at(scenario.traffic, rate_per_s * f)
+        n = min(traffic.num_requests or max_requests, max_requests)
+        traffic = traffic.model_copy(update={"num_requests": n, "duration_s": None})
+        requests = generate(traffic, seed=scenario.seed, base_dir=base_dir)
+        result = simulate(sim["deployment"], requests, resolved=sim["result"].replica)
+        s = summarize(result, slo=slo)
+        points.append({"fraction": f, "rate_per_s": rate_per_s * f, "requests": n,
+                       "requests_per_s": s["throughput"]["requests_per_s"],
+                       "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
+                       "ttft_p99_s": s["ttft_s"]["p99"], "tpot_p99_s": s["tpot_s"]["p99"],
+                       "e2e_p99_s": s["e2e_s"]["p99"],
+                       "meets_slo": not violations(s, slo)})
+    return points
+
+
+def _memory_bar(label: str, replica) -> dict:
+    m = replica.memory
+    return {"label": label, "weights_bytes": m.weight_bytes,
+            "activations_bytes": m.activation_bytes, "kv_bytes": m.kv_bytes,
+            "overhead_bytes": m.overhead_bytes, "capacity_bytes": m.device_bytes}
+
+
+def _describe(dep) -> str:
+    return f"{dep.replicas} x {dep.tp} x {dep.gpu}, {dep.engine}, weights {dep.weight_dtype}" \
+        + (f", KV {dep.kv_dtype}" if dep.kv_dtype else "")
+
+
+def _length(spec) -> str:
+    if spec is None:
+        return "from the trace"
+    if spec.kind == "fixed":
+        return f"{spec.value:,} tokens"
+    if spec.kind == "uniform":
+        return f"uniform {spec.low:,}-{spec.high:,} tokens"
+    return f"lognormal, mean {spec.mean:,.0f} tokens, sigma {spec.sigma:g}"
+
+
+def _latency_table(summary: dict) -> dict:
+    return table("latency", ["", "mean", "p50", "p90", "p99"],
+                 [[label, *(ms(summary[key][k]) for k in ("mean", "p50", "p90", "p99"))]
+                  for label, key in (("time to first token", "ttft_s"),
+                                     ("time per output token", "tpot_s"),
+                                     ("end to end", "e2e_s"))])
+
+
+def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
+                     simulate_deployment: bool = True, sweep: bool = True,
+                     sweep_requests: int = SWEEP_REQUESTS) -> dict:
+    """Plan (when the scenario has `search` and `plan` is true, or `plan` is a ServePlan),
+    simulate (the scenario's deployment, else the plan's choice), sweep the load."""
+    if plan is True:
+        plan = plan_serving(scenario, base_dir=base_dir) if scenario.search else None
+    plan = plan or None
+    sim = None
+    if simulate_deployment and scenario.deployment is not None:
+        sim = simulate_scenario(scenario, base_dir)
+    elif plan is not None and plan.best is not None:
+        sim = simulate_best(scenario, plan, base_dir)
+    if sim is None and plan is None:
+        raise InputError("a serving report needs a deployment (to simulate) or a search "
+                         "(to plan)", fix="add deployment: {gpu: h100} or search: {gpus: "
+                                          "[h100]}")
+    figures, s, slo = {}, {}, scenario.slo.to_slo()
+    rate = plan.rate_per_s if plan is not None else None
+    if rate is None and scenario.traffic.arrival.kind != "offline":
+        rate = planning_rate(scenario, base_dir)
+    points = []
+    if sim is not None:
+        summary, dep, result = sim["summary"], sim["deployment"], sim["result"]
+        figures["latency_cdf"] = fig.latency_cdf_figure(latencies(result))
+        bars = [_memory_bar(_describe(dep), result.replica)]
+        if plan is not None:
+            bars += [_memory_bar(c.describe(), c.resolved) for c in plan.ranked[:4]
+                     if c.resolved is not None]
+        figures["memory"] = fig.memory_figure(bars)
+        if sweep and rate is not None and math.isfinite(rate):
+            points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests)
+            figures["load_sweep"] = fig.load_sweep_figure(points, slo)
+        gpu = result.replica.gpu.name
+        t, kv = summary["throughput"], summary["kv_cache"]
+        s["Scale"] = section("SCALE", "Scale", items=[
+            item("deployment", dep.model_dump(), _describe(dep)),
+            item("accelerators", dep.num_gpus, f"{dep.num_gpus:,} x {gpu}"),
+            item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
+            item("requests simulated", summary["requests"], f"{summary['requests']:,}")],
+            paragraphs=[f"Simulated: {sim['label']}."])
+        s["Compute"] = section("SCALE", "Compute", items=[
+            item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
+            item("output tokens per second", t["output_tokens_per_s"],
+                 f"{t['output_tokens_per_s']:,.0f}"),
+            item("GPUs busy", summary["gpu_busy_fraction"],
+                 f"{summary['gpu_busy_fraction']:.1%}"),
+            item("KV cache per replica", kv["capacity_tokens"],
+                 f"{kv['capacity_tokens']:,} tokens"),
+            item("KV cache use (mean / peak)", kv["mean_utilization"],
+                 f"{kv['mean_utilization']:.1%} / {kv['peak_utilization']:.1%}")],
+            figures=["memory"])
+        system = load_catalog().system_for(gpu)
+        s["Accelerator interconnect"] = section(
+            "SCALE", "Accelerator interconnect",
+            items=[item("tensor parallel per replica", dep.tp,
+                        f"{dep.tp} GPUs over {system.intra_node_fabric} "
+                        f"({system.intra_node_bandwidth_bytes_per_s_per_direction / 1e9:,.0f}"
+                        " GB/s per GPU each way)")] if dep.tp > 1 else (),
+            not_applicable=None if dep.tp > 1 else "each replica runs on one accelerator "
+                                                   "(TP 1): no collectives")
+        att = summary["slo_attainment"]
+        s["Latency & locality"] = section("SCALE", "Latency & locality", items=[
+            item("p99 time to first token", summary["ttft_s"]["p99"],
+                 ms(summary["ttft_s"]["p99"])),
+            item("p99 time per output token", summary["tpot_s"]["p99"],
+                 ms(summary["tpot_s"]["p99"])),
+            item("p99 end to end", summary["e2e_s"]["p99"], ms(summary["e2e_s"]["p99"])),
+            item("requests meeting every SLO", att, f"{att:.1%}")],
+            tables=[_latency_table(summary)], figures=["latency_cdf"])
+        econ, econ_tables, econ_fig, notes = [], [], [], []
+        if "cost" in summary:
+            c = summary["cost"]
+            items = fig.cost_items(scenario.monthly_economics(gpu, dep.num_gpus))
+            figures["cost"] = fig.cost_figure(items, "Cost per month (30.44 days) by line item")
+            econ = [item("cost per hour", dep.num_gpus * c["usd_per_gpu_hour"],
+                         usd(dep.num_gpus * c["usd_per_gpu_hour"])),
+                    item("cost per million output tokens", c["usd_per_million_output_tokens"],
+                         f"${c['usd_per_million_output_tokens']:,.3f}"),
+                    item("cost per month (30.44 days)", fig.total_usd(items),
+                         usd(fig.total_usd(items)))]
+            econ_tables = [table("cost line items (a month of 30.44 days)",
+                                 ["item", "USD", "basis"],
+                                 [[i["item"], usd(i["usd"]), i["basis"]] for i in items])]
+            econ_fig = ["cost"]
+        elif sim["price_note"]:
+            notes = [sim["price_note"]]
+        s["Economics"] = section("SCALE", "Economics", items=econ, tables=econ_tables,
+                                 figures=econ_fig, paragraphs=notes)
+        s["Estimate throughput"] = section("DEPLOY", "Estimate throughput", items=[
+            item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
+            item("goodput (all SLOs met)", summary["goodput_requests_per_s"],
+                 f"{summary['goodput_requests_per_s']:,.2f} requests/s"),
+            item("total tokens per second", t["total_tokens_per_s"],
+                 f"{t['total_tokens_per_s']:,.0f}")])
+    if points:
+        ok = [p for p in points if p["meets_slo"]]
+        s["Load-test"] = section("DEPLOY", "Load-test", tables=[table(
+            "simulated load sweep", ["offered requests/s", "served requests/s", "p99 TTFT",
+                                     "p99 TPOT", "p99 end to end", "meets SLOs"],
+            [[f"{p['rate_per_s']:,.3g}", f"{p['requests_per_s']:,.2f}", ms(p["ttft_p99_s"]),
+              ms(p["tpot_p99_s"]), ms(p["e2e_p99_s"]), "yes" if p["meets_slo"] else "no"]
+             for p in points])], figures=["load_sweep"],
+            items=[item("highest load meeting the SLOs", ok[-1]["rate_per_s"] if ok else None,
+                        f"{ok[-1]['rate_per_s']:,.3g} requests/s" if ok else "none swept")])
+    tr = scenario.traffic
+    s["Define workload"] = section("DEPLOY", "Define workload", items=[
+        item("model", scenario.model, scenario.model),
+        item("arrivals", tr.arrival.kind, tr.arrival.kind + (
+            f", {tr.arrival.rate_per_s:,.3g} requests/s" if tr.arrival.rate_per_s else "")),
+        item("requests", tr.num_requests, "-" if tr.num_requests is None
+             else f"{tr.num_requests:,}"),
+        item("prompt length", None, _length(tr.input)),
+        item("output length", None, _length(tr.output)),
+        item("SLOs", scenario.slo.model_dump(), ", ".join(
+            f"p99 {SLO_NAMES[k]} ≤ {ms(v)}"
+            for k, v in scenario.slo.model_dump().items() if v is not None) or "none")])
+    yield_items, yield_paragraphs = [], []
+    if plan is not None:
+        s["Pick platform"] = section("DEPLOY", "Pick platform", items=[
+            item("cheapest", plan.best.describe() if plan.best else None,
+                 f"{plan.best.describe()} at {usd(plan.best.usd_per_hour)}/h" if plan.best
+                 else "no configuration meets the SLOs")], tables=[table(
+                     "configurations that meet the SLOs, cheapest first",
+                     ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
+                      "$/M output tokens"],
+                     [[c.describe(), c.deployment.num_gpus, usd(c.usd_per_hour),
+                       ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
+                       f"${c.summary.get('cost', {}).get('usd_per_million_output_tokens', 0):,.3f}"]
+                      for c in plan.ranked])],
+            paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
+            + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
+        yield_paragraphs += [f"note: {n}" for n in plan.notes]
+    if points and sim is not None:
+        ok = [p for p in points if p["meets_slo"]]
+        if ok:
+            yield_items.append(item("headroom before the SLOs break", ok[-1]["fraction"],
+                                    f"{ok[-1]['fraction']:.0%} of the planning rate or more "
+                                    f"on {sim['deployment'].replicas} replica(s)"))
+    s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
+                           "to this plan")
+    s["Yield plan"] = section("DEPLOY", "Yield plan", items=yield_items,
+                              paragraphs=yield_paragraphs)
+    summary = sim["summary"] if sim else None
+    return fig.json_safe({
+        "kind": "serving", "title": scenario.name or f"{scenario.model} serving",
+        "description": scenario.description, "model": scenario.model,
+        "simulation": None if sim is None else dict(
+            summary, deployment=sim["deployment"].model_dump(), simulated=sim["label"]),
+        "plan": None if plan is None else dict(model=scenario.model, **plan.to_json()),
+        "load_sweep": points, "sections": ordered(s), "figures": figures})

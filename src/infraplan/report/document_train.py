@@ -1,0 +1,222 @@
+"""The document of a training plan: the search's numbers, memory per accelerator, the step
+breakdown, the frontier in GPU-hours and dollars, and the checkpoint plan with its goodput.
+
+Every number is read from `plan_training`'s SearchResult (the call `infraplan plan train`
+makes) or from the library function named beside it; nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infraplan.models import load_model, param_counts
+from infraplan.physics import hardware
+from infraplan.physics.memory.training import MemoryOptions
+from infraplan.report import figures as fig
+from infraplan.report.document import days, item, ordered, section, table, usd
+from infraplan.report.training import COMPONENTS, HIDDEN
+from infraplan.training.memory import training_memory
+from infraplan.units import GiB, format_count
+
+COMM_KINDS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
+
+
+def _memory_options(t) -> MemoryOptions:
+    return MemoryOptions(seq_len=t.seq_len, precision=t.precision, grad_dtype=t.grad_dtype,
+                         optimizer=t.optimizer, kernels=t.kernels)
+
+
+def _plans_table(title: str, plans) -> dict:
+    rows = [[p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.3f}",
+             f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
+             days(p.time_to_train_s), "-" if p.gpu_hours is None else f"{p.gpu_hours:,.0f}",
+             f"{p.memory_bytes / GiB:.1f} / {p.capacity_bytes / GiB:.0f}"] for p in plans]
+    return table(title, ["GPU", "count", "plan", "step s", "tokens/s/GPU", "MFU",
+                         "time to train", "GPU-hours", "memory GiB"], rows)
+
+
+def _costs(plans) -> dict:
+    """{id(plan): cost line items} for plans priced by plan_training."""
+    return {id(p): fig.cost_items(p.economics) for p in plans if p.economics}
+
+
+def _memory_bars(scenario, arch, plans) -> list[dict]:
+    bars = []
+    for p in plans:
+        m = training_memory(arch, p.accelerator, p.plan, _memory_options(scenario.training),
+                            global_batch=scenario.training.global_batch)
+        bars.append({"label": f"{p.plan.num_gpus} x {p.accelerator}",
+                     "weights_bytes": m.weights_bytes, "gradients_bytes": m.gradients_bytes,
+                     "optimizer_bytes": m.optimizer_bytes,
+                     "activations_bytes": m.activations_bytes,
+                     "overhead_bytes": m.overhead_bytes, "total_bytes": m.total_bytes,
+                     "capacity_bytes": m.capacity_bytes})
+    return bars
+
+
+def _checkpoints(scenario, arch, best) -> tuple[dict | None, dict | None, str]:
+    """(checkpoint plan numbers, goodput figure, why not) for the best plan."""
+    from infraplan.catalog import load_catalog
+    from infraplan.reliability.checkpoint import plan_checkpoints, transfer_time_s, waste_fraction
+    from infraplan.reliability.failures import llama3_failure_model
+
+    cluster = hardware.cluster(best.accelerator, scenario.hardware.system)
+    tier_name = scenario.training.storage or cluster.system.local_storage
+    if tier_name is None:
+        return None, None, "no storage tier to checkpoint to (set training.storage)"
+    tier = load_catalog().storage.get(tier_name)
+    gpus = best.plan.num_gpus
+    nodes = math.ceil(gpus / cluster.system.accelerators_per_node)
+    failures = llama3_failure_model()
+    mtbf_s = failures.job_mtbf_s(gpus)
+    params = param_counts(arch).total
+    plan = plan_checkpoints(params, tier, nodes=nodes, num_gpus=gpus, mtbf_s=mtbf_s,
+                            precision=scenario.training.precision,
+                            optimizer_name=scenario.training.optimizer)
+    restart_s = transfer_time_s(plan.size_bytes, tier, nodes, write=False)
+    numbers = {"storage_tier": tier.name, "size_bytes": plan.size_bytes,
+               "blocking_s": plan.blocking_s, "write_s": plan.write_s,
+               "interval_s": plan.interval_s, "waste_fraction": plan.waste_fraction,
+               "restart_s": restart_s, "mtbf_s": mtbf_s, "derivation": failures.derivation,
+               "expected_interruptions": failures.expected_interruptions(
+                   gpus, best.time_to_train_s) if best.time_to_train_s else None}
+    figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
+                                lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
+                                                         restart_s))
+    return numbers, figure, ""
+
+
+def training_document(scenario, result) -> dict:
+    """The document of `plan_training(scenario)`'s result."""
+    arch = load_model(scenario.model)
+    best = result.best[0]
+    others = [p for p in result.by_accelerator if p.accelerator != best.accelerator]
+    figures = {"frontier_gpu_hours": fig.frontier_figure(result)}
+    costs = _costs([best, *result.frontier, *result.by_accelerator])
+    cost_notes = [n for n in result.notes if n.startswith("no cost")]
+    if all(id(p) in costs for p in [best, *result.frontier, *result.by_accelerator]) \
+            and best.gpu_hours is not None:
+        figures["frontier_usd"] = fig.frontier_figure(
+            result, cost_usd=lambda p: fig.total_usd(costs[id(p)]))
+    figures["step_breakdown"] = fig.step_breakdown_figure([best, *result.best[1:3], *others])
+    bars = _memory_bars(scenario, arch, [best, *others])
+    figures["memory"] = fig.memory_figure(bars)
+    checkpoints, goodput, no_checkpoint = _checkpoints(scenario, arch, best)
+    if goodput:
+        figures["goodput"] = goodput
+    t = scenario.training
+    nodes = math.ceil(best.plan.num_gpus / hardware.cluster(
+        best.accelerator, scenario.hardware.system).system.accelerators_per_node)
+    s: dict[str, dict] = {}
+    s["Scale"] = section("SCALE", "Scale", items=[
+        item("accelerators", best.plan.num_gpus, f"{best.plan.num_gpus:,} x {best.accelerator}"),
+        item("nodes", nodes, f"{nodes:,}"),
+        item("parallel layout", best.plan.describe(), best.plan.describe()),
+        item("tokens to train", t.tokens, format_count(t.tokens)),
+        item("time to train (with run goodput)", best.time_to_train_s, days(best.time_to_train_s)),
+        item("plans evaluated", result.configs_evaluated,
+             f"{result.configs_evaluated:,} of {result.candidates:,} candidates "
+             f"({result.fitting:,} fit) in {result.search_seconds:.1f} s")],
+        tables=[_plans_table("best plans", result.best)], figures=["frontier_gpu_hours"])
+    s["Compute"] = section("SCALE", "Compute", items=[
+        item("step time", best.step_s, f"{best.step_s:,.3f} s"),
+        item("tokens per second", best.tokens_per_s, f"{best.tokens_per_s:,.0f}"),
+        item("tokens per second per GPU", best.tokens_per_s / best.plan.num_gpus,
+             f"{best.tokens_per_s / best.plan.num_gpus:,.0f}"),
+        item("MFU", best.mfu, f"{best.mfu:.1%}"), item("HFU", best.hfu, f"{best.hfu:.1%}"),
+        item("memory per accelerator", best.memory_bytes,
+             f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.0f} GiB")],
+        tables=[table("step time breakdown of the chosen plan (s)", ["part", "seconds", "share"],
+                      [[COMPONENTS[k], f"{v:,.3f}", f"{v / best.step_s:.1%}"]
+                       for k, v in best.breakdown_s.items() if v > 5e-4])],
+        figures=["step_breakdown", "memory"])
+    comm = [item(f"exposed {COMPONENTS[k]}", best.breakdown_s.get(k, 0.0),
+                 f"{best.breakdown_s.get(k, 0.0):,.3f} s per step")
+            for k in COMM_KINDS if best.breakdown_s.get(k, 0.0) > 0]
+    comm += [item(f"hidden: {HIDDEN[k]}", v, f"{v:,.3f} s per step")
+             for k, v in best.hidden_s.items()]
+    s["Accelerator interconnect"] = section(
+        "SCALE", "Accelerator interconnect", items=comm,
+        not_applicable=None if comm else "the chosen plan exchanges no data between "
+                                         "accelerators")
+    stall = best.breakdown_s.get("data_stall", 0.0)
+    s["Latency & locality"] = section(
+        "SCALE", "Latency & locality",
+        items=[item("training data tier", t.storage, t.storage),
+               item("data-loading stall", stall, f"{stall:,.3f} s per step")] if t.storage
+        else (), not_applicable=None if t.storage else
+        "no storage tier given (training.storage), so no data-loading check")
+    cost = costs.get(id(best))
+    econ = [item("GPU-hours", best.gpu_hours, f"{best.gpu_hours:,.0f}")]
+    if best.economics:
+        e = best.economics
+        econ.append(item("energy", e["energy_kwh"], e["energy_formula"]))
+        if e["carbon_kg_co2e"] is not None:
+            econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
+                             f"{e['carbon_kg_co2e']:,.0f} kg CO2e ({e['region']})"))
+    else:
+        econ.append(item("energy (GPUs at TDP)", best.energy_kwh,
+                         f"{best.energy_kwh:,.0f} kWh"))
+    econ_tables, econ_figures = [], ["frontier_usd"] if "frontier_usd" in figures else []
+    if cost:
+        figures["cost"] = fig.cost_figure(cost)
+        econ.append(item("cost", fig.total_usd(cost), usd(fig.total_usd(cost))))
+        econ_tables.append(table("cost line items", ["item", "USD", "basis"],
+                                 [[c["item"], usd(c["usd"]), c["basis"]] for c in cost]))
+        econ_figures.append("cost")
+    s["Economics"] = section("SCALE", "Economics", items=econ, tables=econ_tables,
+                             figures=econ_figures, paragraphs=cost_notes)
+    counts = param_counts(arch)
+    c = scenario.constraints
+    s["Define workload"] = section("DEPLOY", "Define workload", items=[
+        item("model", arch.name, f"{arch.name} ({counts.total:,} parameters)"),
+        item("tokens", t.tokens, format_count(t.tokens)),
+        item("sequence length (tokens)", t.seq_len, f"{t.seq_len:,}"),
+        item("global batch (sequences)", t.global_batch, f"{t.global_batch:,}"),
+        item("precision / optimizer", t.precision, f"{t.precision} / {t.optimizer}"),
+        item("accelerators compared", list(scenario.hardware.gpus),
+             ", ".join(scenario.hardware.gpus)),
+        item("constraints", {"deadline_days": c.deadline_days,
+                             "budget_gpu_hours": c.budget_gpu_hours},
+             ", ".join(x for x in (c.deadline_days and f"deadline {c.deadline_days:g} days",
+                                   c.budget_gpu_hours and
+                                   f"budget {c.budget_gpu_hours:,.0f} GPU-hours") if x)
+             or "none")])
+    s["Estimate throughput"] = section("DEPLOY", "Estimate throughput", items=[
+        item("tokens per second", best.tokens_per_s, f"{best.tokens_per_s:,.0f}"),
+        item("step time", best.step_s, f"{best.step_s:,.3f} s"),
+        item("time to train", best.time_to_train_s, days(best.time_to_train_s))])
+    s["Pick platform"] = section(
+        "DEPLOY", "Pick platform",
+        tables=[_plans_table("best plan of each accelerator", result.by_accelerator),
+                _plans_table("time vs GPU-hours frontier", result.frontier)],
+        paragraphs=[f"Why other choices lost: {r}" for r in result.rejected] + [
+            f"note: {n}" for n in result.notes])
+    s["Load-test"] = section("DEPLOY", "Load-test", not_applicable="a training job serves no "
+                             "request load (failures and restarts are under Yield plan)")
+    s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
+                           "to this plan")
+    if checkpoints:
+        k = checkpoints
+        s["Yield plan"] = section("DEPLOY", "Yield plan", items=[
+            item("job MTBF", k["mtbf_s"], f"{k['mtbf_s'] / 3600:,.1f} h"),
+            item("expected interruptions over the run", k["expected_interruptions"],
+                 "-" if k["expected_interruptions"] is None
+                 else f"{k['expected_interruptions']:,.1f}"),
+            item("checkpoint size", k["size_bytes"], f"{k['size_bytes'] / 1e12:,.2f} TB"),
+            item("checkpoint tier", k["storage_tier"], k["storage_tier"]),
+            item("training blocked per checkpoint (async)", k["blocking_s"],
+                 f"{k['blocking_s']:,.1f} s"),
+            item("checkpoint durable after", k["write_s"], f"{k['write_s']:,.1f} s"),
+            item("checkpoint interval (Daly)", k["interval_s"],
+                 f"{k['interval_s'] / 60:,.1f} min"),
+            item("restart (reload)", k["restart_s"], f"{k['restart_s']:,.1f} s"),
+            item("wall time lost", k["waste_fraction"], f"{k['waste_fraction']:.2%}")],
+            figures=["goodput"], paragraphs=[f"Failure rate: {k['derivation']}."])
+    else:
+        s["Yield plan"] = section("DEPLOY", "Yield plan", not_applicable=no_checkpoint)
+    return fig.json_safe({
+        "kind": "training", "title": scenario.name or f"{arch.name} training plan",
+        "description": scenario.description, "model": scenario.model,
+        "plan": result.to_json(), "checkpoints": checkpoints, "memory": bars,
+        "costs": cost, "sections": ordered(s), "figures": figures})

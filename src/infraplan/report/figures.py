@@ -1,0 +1,244 @@
+"""Plotly figures as plain dicts: `{"data": [...], "layout": {...}}`, JSON-ready.
+
+Pure functions from library results to figure dicts; nothing here imports plotly (the HTML
+report and the web page hand the dicts to plotly.js as they are). Quantities stay SI inside
+and are scaled only for the axes, whose titles carry the unit. `cost_items` is the one place
+a cost is computed for the report and the web UI (the economics package will replace it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from infraplan.units import GiB
+
+SECONDS_PER_DAY = 86400.0
+COLORS = ("#2f6fb0", "#e07b39", "#3a9a5b", "#c4424d", "#8a63b8", "#8c6d4f", "#d16fb1",
+          "#6f7a86", "#b8b23a", "#3ab0c4", "#1f3f66", "#f2b134")
+# step-time parts, in stacking order, with the labels the terminal report uses
+STEP_PARTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "exposed TP comm",
+              "cp_comm": "exposed CP comm", "ep_comm": "exposed EP all-to-all",
+              "pp_p2p": "exposed PP send/recv", "dp_comm": "exposed DP sync",
+              "zero3_comm": "exposed ZeRO-3 gathers", "bubble": "pipeline bubble",
+              "optimizer": "optimizer", "data_stall": "data stall"}
+MEMORY_PARTS = {"weights_bytes": "weights", "gradients_bytes": "gradients",
+                "optimizer_bytes": "optimizer states", "activations_bytes": "activations",
+                "kv_bytes": "KV cache", "overhead_bytes": "overhead"}
+
+
+def cost_items(economics: dict) -> list[dict]:
+    """A plan's cost line items (economics.spec.plan_economics, the same call `plan train`
+    and `plan serve` print) as rows for tables and the cost figure."""
+    return [{"item": i["name"], "usd": i["usd"], "basis": i["formula"]}
+            for i in economics["cost"]["items"]]
+
+
+def total_usd(items: Sequence[dict]) -> float:
+    return float(sum(i["usd"] for i in items))
+
+
+def _layout(title: str, x_title: str, y_title: str, **extra) -> dict:
+    layout = {"title": {"text": title, "font": {"size": 15}},
+              "xaxis": {"title": {"text": x_title}, "automargin": True},
+              "yaxis": {"title": {"text": y_title}, "automargin": True},
+              "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "autosize": True,
+              "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+              "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+                       "size": 12},
+              "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "#fafafa"}
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(layout.get(key), dict):
+            layout[key] = {**layout[key], **value}
+        else:
+            layout[key] = value
+    return layout
+
+
+def _plan_label(p) -> str:
+    """Hover text of a plan: count, accelerator and its parallel layout."""
+    return f"{p.plan.num_gpus} x {p.accelerator}: {p.plan.describe()}"
+
+
+def frontier_figure(result, *, cost_usd: Callable | None = None) -> dict:
+    """Time to train against GPU-hours (or USD when `cost_usd(plan)` is given) of the
+    frontier plans, each accelerator's best, with the chosen plan marked."""
+    best = result.best[0]
+    has_tokens = best.time_to_train_s is not None
+
+    def x_of(p):
+        if cost_usd is not None:
+            return cost_usd(p)
+        return p.gpu_hours if has_tokens else p.step_s * p.plan.num_gpus / 3600.0
+
+    def y_of(p):
+        return p.time_to_train_s / SECONDS_PER_DAY if has_tokens else p.step_s
+
+    traces = []
+    by_gpu: dict[str, list] = {}
+    for p in result.frontier:
+        by_gpu.setdefault(p.accelerator, []).append(p)
+    for n, (gpu, plans) in enumerate(by_gpu.items()):
+        plans = sorted(plans, key=x_of)
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": f"frontier {gpu}",
+                       "x": [x_of(p) for p in plans], "y": [y_of(p) for p in plans],
+                       "text": [_plan_label(p) for p in plans], "hoverinfo": "text+x+y",
+                       "marker": {"color": COLORS[n % len(COLORS)], "size": 8}})
+    others = [p for p in result.by_accelerator if p is not best]
+    if others:
+        traces.append({"type": "scatter", "mode": "markers", "name": "best of each GPU type",
+                       "x": [x_of(p) for p in others], "y": [y_of(p) for p in others],
+                       "text": [_plan_label(p) for p in others], "hoverinfo": "text+x+y",
+                       "marker": {"symbol": "diamond", "size": 10, "color": "#6f7a86"}})
+    traces.append({"type": "scatter", "mode": "markers", "name": "chosen plan",
+                   "x": [x_of(best)], "y": [y_of(best)], "text": [_plan_label(best)],
+                   "hoverinfo": "text+x+y",
+                   "marker": {"symbol": "star", "size": 16, "color": "#c4424d"}})
+    x_title = "cost (USD)" if cost_usd is not None else \
+        ("GPU-hours" if has_tokens else "GPU-hours per step")
+    y_title = "time to train (days)" if has_tokens else "step time (s)"
+    title = "Time vs cost" if cost_usd is not None else "Time vs GPU-hours"
+    return {"data": traces, "layout": _layout(f"{title}: Pareto frontier", x_title, y_title)}
+
+
+def memory_figure(bars: Sequence[dict]) -> dict:
+    """Memory per accelerator, stacked by component. Each bar: {"label", "capacity_bytes",
+    and any of MEMORY_PARTS' keys in bytes}."""
+    labels = [b["label"] for b in bars]
+    traces = []
+    for n, (key, name) in enumerate(MEMORY_PARTS.items()):
+        if not any(b.get(key) for b in bars):
+            continue
+        traces.append({"type": "bar", "name": name, "y": labels,
+                       "x": [b.get(key, 0.0) / GiB for b in bars], "orientation": "h",
+                       "marker": {"color": COLORS[n]},
+                       "hovertemplate": name + ": %{x:.2f} GiB<extra></extra>"})
+    traces.append({"type": "scatter", "mode": "markers", "name": "capacity", "y": labels,
+                   "x": [b["capacity_bytes"] / GiB for b in bars],
+                   "marker": {"symbol": "line-ns-open", "size": 22, "color": "#111",
+                              "line": {"width": 3}},
+                   "hovertemplate": "capacity %{x:.1f} GiB<extra></extra>"})
+    return {"data": traces, "layout": _layout("Memory per accelerator", "GiB", "",
+                                              barmode="stack", height=240 + 44 * len(bars),
+                                              yaxis={"autorange": "reversed"})}
+
+
+def step_breakdown_figure(plans: Sequence) -> dict:
+    """Step time of each plan, stacked: compute, recompute, exposed communication by kind,
+    pipeline bubble, optimizer, data stall (PlanResult.breakdown_s)."""
+    labels = [f"#{n} {p.plan.num_gpus} x {p.accelerator}" for n, p in enumerate(plans, 1)]
+    hover = [p.plan.describe() for p in plans]
+    traces = []
+    for n, (key, name) in enumerate(STEP_PARTS.items()):
+        values = [p.breakdown_s.get(key, 0.0) for p in plans]
+        if not any(v > 0 for v in values):
+            continue
+        traces.append({"type": "bar", "name": name, "y": labels, "x": values,
+                       "orientation": "h", "marker": {"color": COLORS[n % len(COLORS)]},
+                       "customdata": hover, "hovertemplate": name + ": %{x:.3f} s<br>"
+                       "%{customdata}<extra></extra>"})
+    return {"data": traces, "layout": _layout("Step time breakdown", "seconds per step", "",
+                                              barmode="stack", height=260 + 44 * len(plans),
+                                              yaxis={"autorange": "reversed"})}
+
+
+def _cdf(values: np.ndarray, points: int = 400) -> tuple[list[float], list[float]]:
+    """The empirical CDF at up to `points` quantiles (a plot needs no more)."""
+    values = np.sort(np.asarray(values, dtype=float))
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return [], []
+    q = np.linspace(0.0, 1.0, min(points, values.size))
+    return np.quantile(values, q).tolist(), q.tolist()
+
+
+def latency_cdf_figure(latencies: dict[str, np.ndarray]) -> dict:
+    """Empirical CDFs of TTFT, TPOT and end-to-end latency (serving.metrics.latencies)."""
+    traces = []
+    for n, (key, name) in enumerate((("ttft_s", "time to first token"),
+                                     ("tpot_s", "time per output token"),
+                                     ("e2e_s", "end to end"))):
+        x, y = _cdf(latencies[key])
+        traces.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y,
+                       "line": {"color": COLORS[n], "width": 2},
+                       "hovertemplate": name + ": %{x:.4f} s at %{y:.1%}<extra></extra>"})
+    return {"data": traces,
+            "layout": _layout("Latency CDF", "latency (s, log scale)", "share of requests",
+                              xaxis={"type": "log"}, yaxis={"range": [0, 1.02],
+                                                            "tickformat": ".0%"})}
+
+
+def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
+    """Throughput and p99 latencies against offered load. Each point: {"rate_per_s",
+    "requests_per_s", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s"}."""
+    rates = [p["rate_per_s"] for p in points]
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": "throughput (req/s)",
+               "x": rates, "y": [p["requests_per_s"] for p in points],
+               "marker": {"color": COLORS[0]}}]
+    for n, (key, name) in enumerate((("ttft_p99_s", "p99 TTFT (s)"),
+                                     ("tpot_p99_s", "p99 TPOT (s)"),
+                                     ("e2e_p99_s", "p99 end to end (s)")), start=1):
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": rates,
+                       "y": [p[key] for p in points], "yaxis": "y2",
+                       "line": {"dash": "dot"}, "marker": {"color": COLORS[n]}})
+    shapes = []
+    if slo is not None:
+        for n, limit in ((1, slo.ttft_p99_s), (2, slo.tpot_p99_s), (3, slo.e2e_p99_s)):
+            if limit is not None:
+                shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1,
+                               "yref": "y2", "y0": limit, "y1": limit,
+                               "line": {"color": COLORS[n], "width": 1, "dash": "dash"}})
+    return {"data": traces, "layout": _layout(
+        "Throughput and p99 latency vs load", "offered load (requests/s)",
+        "throughput (requests/s)", shapes=shapes,
+        yaxis2={"title": {"text": "p99 latency (s, log; dashed: SLO)"}, "overlaying": "y",
+                "side": "right", "type": "log", "automargin": True})}
+
+
+def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict:
+    return {"data": [{"type": "bar", "x": [i["item"] for i in items],
+                      "y": [i["usd"] for i in items], "text": [i["basis"] for i in items],
+                      "marker": {"color": COLORS[0]},
+                      "hovertemplate": "%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"}],
+            "layout": _layout(title, "", "USD", showlegend=False)}
+
+
+def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
+                   chosen_interval_s: float, waste: Callable[[float], float]) -> dict:
+    """Share of wall time doing useful work, 1 - waste(interval), over checkpoint intervals
+    around the chosen (Daly) one; `waste` is reliability.checkpoint.waste_fraction bound to
+    the job's checkpoint cost, MTBF and restart time."""
+    lo = max(blocking_s, chosen_interval_s / 30.0)
+    hi = min(max(chosen_interval_s * 30.0, lo * 10), mtbf_s * 4)
+    intervals = np.geomspace(lo, max(hi, lo * 2), 80)
+    goodput = [max(0.0, 1.0 - waste(float(t))) for t in intervals]
+    best = max(0.0, 1.0 - waste(chosen_interval_s))
+    minutes = intervals / 60.0
+    return {"data": [
+        {"type": "scatter", "mode": "lines", "name": "goodput", "x": minutes.tolist(),
+         "y": goodput, "line": {"color": COLORS[0], "width": 2},
+         "hovertemplate": "every %{x:.1f} min: %{y:.2%}<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "chosen interval (Daly)",
+         "x": [chosen_interval_s / 60.0], "y": [best],
+         "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}],
+        "layout": _layout(f"Goodput vs checkpoint interval (MTBF {mtbf_s / 3600:.1f} h)",
+                          "checkpoint interval (minutes, log scale)", "goodput",
+                          xaxis={"type": "log"}, yaxis={"tickformat": ".1%"})}
+
+
+def json_safe(value):
+    """A copy with NaN and infinities as None (JSON has no such numbers) and NumPy scalars
+    and arrays as Python ones."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

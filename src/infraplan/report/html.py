@@ -1,0 +1,230 @@
+"""The HTML report: one self-contained file that opens offline (plotly.js inlined from the
+installed `plotly` package, no CDN, no web fonts), readable on a laptop and on a phone.
+
+    html = render_report("examples/train-llama-3.1-70b.yaml")
+    write_report("examples/serve-llama8b-chat.yaml", "report.html")  # atomic
+
+The sections come from report/document.py; the web UI inserts the same `render_sections`
+fragment and draws the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from functools import lru_cache
+from html import escape
+from pathlib import Path
+
+from infraplan.errors import InputError
+
+CSS = """
+:root { --fg: #1d2430; --muted: #5b6573; --line: #dde2e8; --accent: #2f6fb0;
+  --bg: #ffffff; --card: #f6f8fa; --na: #8a6d1f; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--fg); background: var(--bg); line-height: 1.45;
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial,
+  sans-serif; -webkit-text-size-adjust: 100%; }
+main, header.top { max-width: 1180px; margin: 0 auto; padding: 0 16px; }
+header.top { padding-top: 18px; }
+header.top h1 { font-size: 1.5rem; margin: 0 0 4px; }
+header.top p { margin: 0 0 8px; color: var(--muted); }
+nav.toc { display: flex; flex-wrap: wrap; gap: 6px; margin: 10px 0 4px; }
+nav.toc a { font-size: 0.85rem; text-decoration: none; color: var(--accent);
+  border: 1px solid var(--line); border-radius: 999px; padding: 2px 10px; white-space: nowrap; }
+nav.toc span { font-size: 0.8rem; font-weight: 700; color: var(--muted); padding: 3px 4px 0 0; }
+section.heading { border-top: 1px solid var(--line); padding: 14px 0 6px; }
+section.heading h2 { font-size: 1.2rem; margin: 0 0 10px; }
+section.heading h2 small { font-size: 0.72rem; font-weight: 600; color: var(--muted);
+  letter-spacing: 0.06em; margin-right: 8px; }
+dl.items { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr));
+  gap: 8px; margin: 0 0 12px; }
+dl.items div { background: var(--card); border-radius: 8px; padding: 8px 10px; min-width: 0; }
+dl.items dt { font-size: 0.78rem; color: var(--muted); }
+dl.items dd { margin: 2px 0 0; font-weight: 600; overflow-wrap: anywhere; }
+.table-wrap { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: 0 0 12px;
+  border: 1px solid var(--line); border-radius: 8px; }
+table { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
+caption { text-align: left; font-weight: 600; padding: 6px 10px; }
+th, td { padding: 5px 10px; border-top: 1px solid var(--line); text-align: left;
+  white-space: nowrap; }
+th { background: var(--card); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px),
+  1fr)); gap: 12px; margin: 0 0 12px; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 6px;
+  min-width: 0; }
+figcaption { font-weight: 600; font-size: 0.9rem; padding: 2px 4px 0; }
+.figure { width: 100%; min-height: 320px; min-width: 0; }
+p.para { margin: 4px 0; font-size: 0.9rem; color: var(--muted); overflow-wrap: anywhere; }
+p.na { color: var(--na); font-style: italic; margin: 4px 0 8px; }
+footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--muted);
+  font-size: 0.8rem; }
+@media (max-width: 600px) {
+  body { font-size: 14px; }
+  header.top h1 { font-size: 1.25rem; }
+  dl.items { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+  .figure { min-height: 300px; }
+  figure { padding: 2px; }
+}
+"""
+
+# draws every <div data-figure="key"> from the document's figures (report and web page)
+FIGURE_JS = """
+function infraplanDraw(root, figures) {
+  root.querySelectorAll('[data-figure]').forEach(function (el) {
+    var f = figures[el.getAttribute('data-figure')];
+    if (!f || typeof Plotly === 'undefined') { return; }
+    var layout = Object.assign({}, f.layout, {title: {text: ''}});  // the caption shows it
+    layout.margin = Object.assign({}, layout.margin, {t: 10});
+    Plotly.newPlot(el, f.data, layout, {responsive: true, displaylogo: false,
+      modeBarButtonsToRemove: ['select2d', 'lasso2d']});
+  });
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.min.js as bundled with the installed `plotly` Python package."""
+    from importlib import resources
+
+    try:
+        return (resources.files("plotly") / "package_data" / "plotly.min.js").read_text(
+            encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise InputError("the HTML report needs the plotly package (for its bundled "
+                         "plotly.min.js)", fix="pip install 'infraplan[web]'") from None
+
+
+def _anchor(heading: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in heading.lower()).strip("-")
+
+
+NUMBER = re.compile(r"[-+]?\$?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|ms|s|days|h|GiB|[kMBT])?"
+                    r"( / [\d,.]+)?")
+
+
+def _looks_numeric(text: str) -> bool:
+    """A number with at most a short unit: right-aligned in tables."""
+    return NUMBER.fullmatch(text.strip()) is not None
+
+
+def _table(t: dict) -> str:
+    numeric = [bool(t["rows"]) and all(_looks_numeric(r[i]) or r[i] == "-" for r in t["rows"])
+               for i in range(len(t["columns"]))]
+    head = "".join(f'<th{" class=num" if n else ""} scope="col">{escape(c)}</th>'
+                   for c, n in zip(t["columns"], numeric, strict=True))
+    body = "".join("<tr>" + "".join(f'<td{" class=num" if n else ""}>{escape(c)}</td>'
+                                    for c, n in zip(r, numeric, strict=True)) + "</tr>"
+                   for r in t["rows"])
+    return (f'<div class="table-wrap"><table><caption>{escape(t["title"])}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+def _figure_title(figure: dict) -> str:
+    return str(figure.get("layout", {}).get("title", {}).get("text", ""))
+
+
+def render_sections(doc: dict) -> str:
+    """The sections of a document as an HTML fragment (navigation included)."""
+    toc, parts, framework = [], [], None
+    for s in doc["sections"]:
+        if s["framework"] != framework:
+            framework = s["framework"]
+            toc.append(f"<span>{escape(framework)}</span>")
+        anchor = f'{s["framework"].lower()}-{_anchor(s["heading"])}'
+        toc.append(f'<a href="#{anchor}">{escape(s["heading"])}</a>')
+        out = [(f'<section class="heading" id="{anchor}"><h2><small>'
+                f'{escape(s["framework"])}</small>{escape(s["heading"])}</h2>')]
+        if s["items"]:
+            out.append('<dl class="items">' + "".join(
+                f'<div data-label="{escape(i["label"])}"><dt>{escape(i["label"])}</dt>'
+                f'<dd>{escape(i["text"])}</dd></div>' for i in s["items"]) + "</dl>")
+        out += [_table(t) for t in s["tables"]]
+        shown = [f for f in s["figures"] if f in doc["figures"]]
+        if shown:
+            out.append('<div class="figures">' + "".join(
+                f'<figure><figcaption>{escape(_figure_title(doc["figures"][f]))}</figcaption>'
+                f'<div class="figure" id="fig-{escape(f)}" data-figure="{escape(f)}"></div>'
+                "</figure>" for f in shown) + "</div>")
+        out += [f'<p class="para">{escape(p)}</p>' for p in s["paragraphs"]]
+        if s["not_applicable"]:
+            out.append(f'<p class="na">{escape(s["not_applicable"])}</p>')
+        parts.append("".join(out) + "</section>")
+    return f'<nav class="toc">{"".join(toc)}</nav>' + "".join(parts)
+
+
+def script_json(value) -> str:
+    """JSON safe inside a <script> element (no '</' to close it early)."""
+    return json.dumps(value, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+
+
+def render_document(doc: dict) -> str:
+    """A whole self-contained page for one document."""
+    title = escape(doc["title"])
+    kind = "training plan" if doc["kind"] == "training" else "serving plan"
+    subtitle = f"infraplan {kind} for {doc['model']}" + (
+        f". {doc['description']}" if doc.get("description") else "")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}: infraplan report</title>
+<style>{CSS}</style>
+<script>{plotly_js()}</script>
+</head><body>
+<header class="top"><h1>{title}</h1>
+<p>{escape(subtitle)}</p>
+</header>
+<main>{render_sections(doc)}</main>
+<footer>Generated by infraplan. SI units inside; every figure is the library's.</footer>
+<script type="application/json" id="infraplan-data">{script_json(doc)}</script>
+<script>{FIGURE_JS}
+(function () {{
+  var doc = JSON.parse(document.getElementById('infraplan-data').textContent);
+  infraplanDraw(document, doc.figures);
+}})();
+</script>
+</body></html>
+"""
+
+
+def render_report(scenario_path: str | Path) -> str:
+    """The HTML report of a training or serving scenario file."""
+    from infraplan.report.document import build_document
+
+    plotly_js()  # fail on a missing plotly before the (long) planning run
+    return render_document(build_document(scenario_path))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` through a temporary file in the same folder and os.replace:
+    readers see the old file or the whole new one, never half of it."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"output folder {str(folder)!r} does not exist",
+                         fix="create it or give another -o path")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is not
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_report(scenario_path: str | Path, out_path: str | Path) -> Path:
+    """Render the report and write it atomically; on any failure no file is left."""
+    return write_atomic(out_path, render_report(scenario_path))

@@ -1,0 +1,282 @@
+"""The JSON API under /api: the CLI's library calls behind pydantic request models.
+
+Every request is bounded (GPU-count choices, accelerators compared, simulated requests,
+uploaded config size); over a bound the answer is 413 or 422 with the reason. Names resolve
+through the catalog only: no request can make the server read or write a file. Library
+InputErrors become 422 with their message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
+
+MAX_ACCELERATORS = 3  # accelerator types compared in one search
+MAX_GPUS = 4096  # largest GPU count a training search may consider
+MAX_COUNT_CHOICES = 512  # GPU counts x accelerator types in one training search
+MAX_SIM_REQUESTS = 20_000  # requests in one simulation
+MAX_PLAN_REQUESTS = 5_000  # requests per simulation while planning (many simulations)
+MAX_CONFIG_BYTES = 64 * 1024  # an uploaded config.json
+SWEEP_REQUESTS = 800  # requests per load-sweep point in the web UI
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
+
+router = APIRouter(prefix="/api")
+
+
+class TooLarge(InputError):
+    """A request over one of the web caps that is about size: HTTP 413."""
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def catalog_name(kind: str, name: str) -> str:
+    """The canonical catalog name of `name`; anything that is not one (a path, a URL) is
+    refused before the library sees it."""
+    table = {"model": "models", "accelerator": "accelerators", "storage tier": "storage",
+             "engine": "engines"}[kind]
+    if not NAME.fullmatch(name) or ".." in name:
+        raise InputError(f"{kind} {name!r} is not a catalog name (letters, digits, '.', '-', "
+                         "'_')", fix="pick one from /api/catalog; the web UI reads no files "
+                                     "(upload a config.json to /api/models/inspect)")
+    return getattr(load_catalog(), table).get(name).name
+
+
+class TrainRequest(_In):
+    """A training plan: the fields of a `plan train` scenario the web form sets."""
+
+    model: str = Field(description="catalog model name ('llama-3.1-8b')", max_length=100)
+    gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS,
+                            description="accelerators to compare")
+    min_count: int = Field(default=8, ge=1, le=MAX_GPUS, description="fewest GPUs")
+    max_count: int = Field(default=64, ge=1, le=MAX_GPUS, description="most GPUs")
+    count_step: int | None = Field(default=None, ge=1, le=MAX_GPUS,
+                                   description="GPU count step (default: GPUs per node)")
+    tokens: float = Field(default=1e11, gt=0, le=1e16, description="tokens to train on")
+    global_batch: int = Field(default=256, ge=1, le=1 << 20,
+                              description="sequences per optimizer step")
+    seq_len: int = Field(default=4096, ge=1, le=1 << 20, description="tokens per sequence")
+    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
+    storage: str | None = Field(default=None, max_length=100,
+                                description="storage tier the data is read from")
+    deadline_days: float | None = Field(default=None, gt=0, le=1e5)
+    budget_gpu_hours: float | None = Field(default=None, gt=0, le=1e12)
+    top: int = Field(default=5, ge=1, le=20, description="plans to show")
+
+
+class TrafficIn(_In):
+    arrival: Literal["poisson", "gamma", "offline"] = "poisson"
+    rate_per_s: float = Field(default=10.0, gt=0, le=1e5, description="mean arrivals per s")
+    cv: float | None = Field(default=None, gt=0, le=20, description="gamma: burstiness")
+    num_requests: int = Field(default=1000, ge=1, le=MAX_SIM_REQUESTS)
+    input_mean_tokens: float = Field(default=1000, gt=0, le=1e6)
+    input_sigma: float = Field(default=0.8, gt=0, le=4)
+    input_max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    output_mean_tokens: float = Field(default=250, gt=0, le=1e6)
+    output_sigma: float = Field(default=0.8, gt=0, le=4)
+    output_max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    def spec(self) -> dict:
+        arrival: dict[str, Any] = {"kind": self.arrival}
+        if self.arrival != "offline":
+            arrival["rate_per_s"] = self.rate_per_s
+        if self.arrival == "gamma":
+            arrival["cv"] = self.cv if self.cv is not None else 2.0
+        lengths = {}
+        for name in ("input", "output"):
+            spec = {"kind": "lognormal", "mean": getattr(self, f"{name}_mean_tokens"),
+                    "sigma": getattr(self, f"{name}_sigma")}
+            if getattr(self, f"{name}_max_tokens") is not None:
+                spec["max"] = getattr(self, f"{name}_max_tokens")
+            lengths[name] = spec
+        return {"arrival": arrival, "num_requests": self.num_requests, **lengths}
+
+
+class SloIn(_In):
+    ttft_p99_s: float | None = Field(default=None, gt=0, le=3600)
+    tpot_p99_s: float | None = Field(default=None, gt=0, le=60)
+    e2e_p99_s: float | None = Field(default=None, gt=0, le=86400)
+
+
+WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+KvDtype = Literal["bf16", "fp16", "fp8"]
+
+
+class _Serve(_In):
+    model: str = Field(max_length=100, description="catalog model name")
+    traffic: TrafficIn = TrafficIn()
+    slo: SloIn = SloIn()
+    engine: str = Field(default="vllm", max_length=100)
+    pricing: Literal["on_demand", "spot"] = "on_demand"
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+
+class SimulateServeRequest(_Serve):
+    """One deployment under traffic: `simulate serve`."""
+
+    gpu: str = Field(max_length=100, description="accelerator name or alias")
+    tp: Literal[1, 2, 4, 8] = 1
+    replicas: int = Field(default=1, ge=1, le=64)
+    weight_dtype: WeightDtype = "bf16"
+    kv_dtype: KvDtype | None = None
+    sweep: bool = Field(default=True, description="also simulate 25-125% of the rate")
+
+
+class PlanServeRequest(_Serve):
+    """The cheapest deployment that meets the SLOs: `plan serve`."""
+
+    gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS)
+    tp: list[Literal[1, 2, 4, 8]] = Field(default=[1, 2], min_length=1, max_length=4)
+    weight_dtypes: list[WeightDtype] = Field(default=["bf16", "fp8"], min_length=1,
+                                             max_length=3)
+    kv_dtypes: list[KvDtype] = Field(default=["bf16"], min_length=1, max_length=2)
+    max_replicas: int = Field(default=16, ge=1, le=64)
+
+
+class InspectRequest(_In):
+    """An uploaded config.json (parsed in memory, never written) or a catalog model."""
+
+    config: dict[str, Any] | None = Field(default=None, description="a Hugging Face "
+                                          "config.json's content")
+    model: str | None = Field(default=None, max_length=100)
+    name: str = Field(default="uploaded", max_length=100)
+    seq_len: int = Field(default=4096, ge=1, le=1 << 20)
+
+
+class PlanResponse(BaseModel):
+    """The library's JSON (as `--json` prints it), the report document and its HTML."""
+
+    result: dict[str, Any]
+    document: dict[str, Any]
+    html: str
+
+
+def _respond(result: dict, doc: dict) -> PlanResponse:
+    from infraplan.report.figures import json_safe
+    from infraplan.report.html import render_sections
+
+    return PlanResponse(result=json_safe(result), document=doc, html=render_sections(doc))
+
+
+@router.get("/catalog/{kind}")
+def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "engines",
+                          "prices"]) -> list[dict[str, Any]]:
+    """What `infraplan catalog KIND --json` prints."""
+    from infraplan.report.catalog import LISTINGS
+
+    return json.loads(json.dumps(LISTINGS[kind]()[2], default=str))
+
+
+@router.post("/plan/train")
+def plan_train(req: TrainRequest) -> PlanResponse:
+    """`infraplan plan train`: ranked plans, frontier, the report document."""
+    from infraplan.report.document_train import training_document
+    from infraplan.training.plan_train import knobs_for, plan_training
+    from infraplan.workloads import TrainScenario, parse_spec
+
+    gpus = [catalog_name("accelerator", g) for g in req.gpus]
+    raw = {"name": f"{req.model} training", "model": catalog_name("model", req.model),
+           "training": {"tokens": req.tokens, "global_batch": req.global_batch,
+                        "seq_len": req.seq_len, "precision": req.precision,
+                        "optimizer": req.optimizer,
+                        "storage": req.storage and catalog_name("storage tier", req.storage)},
+           "hardware": {"gpus": gpus, "min_count": req.min_count, "max_count": req.max_count,
+                        "count_step": req.count_step},
+           "constraints": {"deadline_days": req.deadline_days,
+                           "budget_gpu_hours": req.budget_gpu_hours}, "top": req.top}
+    scenario = parse_spec(raw, TrainScenario, "request")
+    choices = len(knobs_for(scenario, gpus[0]).gpus) * len(gpus)
+    if choices > MAX_COUNT_CHOICES:
+        raise InputError(f"search space: {choices} GPU counts x accelerators exceeds the web "
+                         f"cap of {MAX_COUNT_CHOICES}",
+                         fix="narrow min_count..max_count, raise count_step or compare fewer "
+                             "accelerators (or run `infraplan plan train` locally)")
+    result = plan_training(scenario)
+    return _respond(dict(model=scenario.model, **result.to_json()),
+                    training_document(scenario, result))
+
+
+def _serve_scenario(req: _Serve, extra: dict):
+    from infraplan.serving.scenario import ServeScenario
+
+    raw = {"name": f"{req.model} serving", "model": catalog_name("model", req.model),
+           "traffic": req.traffic.spec(), "slo": req.slo.model_dump(exclude_none=True),
+           "pricing": req.pricing, "seed": req.seed, **extra}
+    return ServeScenario.model_validate(raw)
+
+
+@router.post("/simulate/serve")
+def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
+    """`infraplan simulate serve`: latency, throughput, KV use and cost of one deployment."""
+    from infraplan.report.document_serve import serving_document
+
+    deployment = {"gpu": catalog_name("accelerator", req.gpu), "tp": req.tp,
+                  "replicas": req.replicas, "weight_dtype": req.weight_dtype,
+                  "kv_dtype": req.kv_dtype, "engine": catalog_name("engine", req.engine)}
+    scenario = _serve_scenario(req, {"deployment": {k: v for k, v in deployment.items()
+                                                    if v is not None}})
+    doc = serving_document(scenario, plan=False, sweep=req.sweep,
+                           sweep_requests=SWEEP_REQUESTS)
+    return _respond(doc["simulation"], doc)
+
+
+@router.post("/plan/serve")
+def plan_serve(req: PlanServeRequest) -> PlanResponse:
+    """`infraplan plan serve`: the cheapest deployment meeting the SLOs, then simulated."""
+    from infraplan.report.document_serve import serving_document
+
+    if req.traffic.num_requests > MAX_PLAN_REQUESTS:
+        raise InputError(f"traffic.num_requests {req.traffic.num_requests:,} exceeds the "
+                         f"planning cap of {MAX_PLAN_REQUESTS:,} (each plan runs dozens of "
+                         "simulations)", fix=f"use at most {MAX_PLAN_REQUESTS:,} requests")
+    if req.traffic.arrival == "offline":
+        raise InputError("traffic.arrival: planning needs arriving traffic (poisson or gamma)",
+                         fix="use /api/simulate/serve for an offline batch")
+    search = {"gpus": [catalog_name("accelerator", g) for g in req.gpus],
+              "tp": sorted(set(req.tp)), "weight_dtypes": list(dict.fromkeys(req.weight_dtypes)),
+              "kv_dtypes": list(dict.fromkeys(req.kv_dtypes)),
+              "engine": catalog_name("engine", req.engine), "max_replicas": req.max_replicas}
+    scenario = _serve_scenario(req, {"search": search})
+    doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS)
+    return _respond(doc["plan"], doc)
+
+
+@router.post("/models/inspect")
+def inspect_model(req: InspectRequest) -> dict[str, Any]:
+    """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
+    model NAME --json` prints."""
+    from infraplan.models import load_model
+    from infraplan.models.families import arch_from_config
+    from infraplan.web.inspect import arch_summary
+
+    if (req.config is None) == (req.model is None):
+        raise InputError("give exactly one of config (a config.json's content) or model "
+                         "(a catalog name)")
+    if req.config is None:
+        arch = load_model(catalog_name("model", req.model))
+    else:
+        size = len(json.dumps(req.config))
+        if size > MAX_CONFIG_BYTES:
+            raise TooLarge(f"config: {size:,} bytes exceeds the cap of {MAX_CONFIG_BYTES:,}",
+                           fix="upload the model's config.json only (no weights or "
+                               "tokenizer)")
+        try:
+            return arch_summary(arch_from_config(req.config, name=req.name,
+                                                 origin="config.json"), req.seq_len)
+        except InputError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+            raise InputError(f"config.json: not a supported model config "
+                             f"({type(exc).__name__}: {exc})",
+                             fix="upload a Hugging Face config.json of a supported family") \
+                from None
+    return arch_summary(arch, req.seq_len)

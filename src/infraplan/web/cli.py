@@ -1,0 +1,63 @@
+"""`infraplan report SCENARIO.yaml -o report.html` and `infraplan ui`: registered by
+src/infraplan/cli.py through `add_report(sub)` and `add_ui(sub)`. Bad input raises
+InputError, which the CLI prints on one line and exits 2."""
+
+from __future__ import annotations
+
+import argparse
+
+from infraplan.errors import InputError
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 1..65535, got {value}")
+    return value
+
+
+def add_report(sub) -> None:
+    p = sub.add_parser("report", help="one self-contained HTML report of a scenario",
+                       description="Plan (and simulate) a training or serving scenario and "
+                                   "write one HTML file with its numbers and plots under the "
+                                   "SCALE and DEPLOY headings. It opens offline.")
+    p.add_argument("scenario", help="training or serving scenario YAML (see examples/)")
+    p.add_argument("-o", "--output", default="report.html",
+                   help="HTML file to write (default: report.html); written atomically")
+    p.set_defaults(run=run_report)
+
+
+def run_report(args) -> int:
+    from infraplan.report.html import write_report
+
+    path = write_report(args.scenario, args.output)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def add_ui(sub) -> None:
+    p = sub.add_parser("ui", help="the web UI on http://127.0.0.1:8000",
+                       description="Serve the web UI and its JSON API (OpenAPI schema at "
+                                   "/openapi.json). Local only unless --host says otherwise.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind (default 127.0.0.1; 0.0.0.0 exposes it to the "
+                        "network)")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
+    p.set_defaults(run=run_ui)
+
+
+def run_ui(args) -> int:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise InputError(f"the web UI needs {exc.name}",
+                         fix="pip install 'infraplan[web]'") from None
+    from infraplan.web.app import serve
+
+    print(f"infraplan UI on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
+    serve(args.host, args.port)
+    return 0

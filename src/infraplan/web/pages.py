@@ -1,0 +1,218 @@
+"""The pages: plain HTML forms (/, /train, /serve) and the static files they load (plotly.js
+from the installed plotly package, the page script, the style sheet). The page script
+calls the JSON API and inserts the same report sections the HTML report shows; the form
+state lives in the URL's query string, so a plan can be shared as a link."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from html import escape
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, Response
+
+from infraplan.report.html import CSS, FIGURE_JS, plotly_js
+
+pages = APIRouter(include_in_schema=False)
+
+FORM_CSS = """
+header.bar { background: #1d2430; color: #fff; }
+header.bar div { max-width: 1180px; margin: 0 auto; padding: 10px 16px; display: flex;
+  gap: 16px; align-items: baseline; flex-wrap: wrap; }
+header.bar a { color: #fff; text-decoration: none; }
+header.bar a.brand { font-weight: 700; font-size: 1.1rem; margin-right: 8px; }
+form.plan { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr));
+  gap: 10px 14px; margin: 14px 0; padding: 12px; background: var(--card);
+  border-radius: 10px; }
+form.plan fieldset { grid-column: 1 / -1; border: 0; padding: 0; margin: 6px 0 0;
+  font-weight: 700; font-size: 0.85rem; color: var(--muted); }
+form.plan label { display: flex; flex-direction: column; font-size: 0.8rem;
+  color: var(--muted); gap: 3px; min-width: 0; }
+form.plan input, form.plan select { font: inherit; font-size: 0.95rem; padding: 6px 8px;
+  border: 1px solid #c5ccd5; border-radius: 6px; background: #fff; color: var(--fg);
+  width: 100%; min-width: 0; }
+form.plan select[multiple] { min-height: 7.5em; }
+form.plan .actions { grid-column: 1 / -1; display: flex; gap: 12px; align-items: center;
+  flex-wrap: wrap; }
+button { font: inherit; font-weight: 600; background: var(--accent); color: #fff; border: 0;
+  border-radius: 6px; padding: 8px 18px; cursor: pointer; }
+button[disabled] { opacity: 0.6; cursor: wait; }
+.status { color: var(--muted); font-size: 0.9rem; }
+.error { color: #a12a2a; background: #fdf0f0; border: 1px solid #f1c6c6; border-radius: 8px;
+  padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
+.hidden { display: none !important; }
+.hint { font-size: 0.85rem; color: var(--muted); }
+@media (max-width: 600px) {
+  form.plan { grid-template-columns: repeat(2, minmax(0, 1fr)); padding: 10px; gap: 8px; }
+  form.plan select[multiple] { min-height: 6em; }
+}
+"""
+
+
+def _field(name: str, label: str, value: str = "", *, kind: str = "number",
+           typ: str = "float", group: str = "", mode: str = "", step: str = "any",
+           hint: str = "", key: str = "") -> str:
+    attrs = f'name="{name}" data-type="{typ}"' + (f' data-group="{group}"' if group else "")
+    attrs += f' data-key="{key}"' if key else ""
+    wrap = f' data-mode="{mode}"' if mode else ""
+    title = f' title="{escape(hint)}"' if hint else ""
+    return (f'<label{wrap}{title}>{escape(label)}<input type="{kind}" {attrs} '
+            f'value="{escape(value)}"' + (f' step="{step}"' if kind == "number" else "")
+            + "></label>")
+
+
+def _select(name: str, label: str, options=(), *, typ: str = "str", catalog: str = "",
+            default: str = "", multiple: bool = False, group: str = "", mode: str = "") -> str:
+    attrs = f'name="{name}" data-type="{typ}"' + (f' data-group="{group}"' if group else "")
+    if catalog:
+        attrs += f' data-catalog="{catalog}" data-default="{escape(default)}"'
+    wrap = f' data-mode="{mode}"' if mode else ""
+    opts = "".join(f'<option value="{escape(v)}"{" selected" if v == default else ""}>'
+                   f"{escape(text)}</option>" for v, text in options)
+    return (f"<label{wrap}>{escape(label)}<select {attrs}{' multiple' if multiple else ''}>"
+            f"{opts}</select></label>")
+
+
+def _page(title: str, body: str) -> HTMLResponse:
+    return HTMLResponse(f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)}: infraplan</title>
+<link rel="stylesheet" href="/static/app.css">
+<script src="/static/plotly.min.js"></script>
+<script src="/static/app.js" defer></script>
+</head><body>
+<header class="bar"><div><a class="brand" href="/">infraplan</a><a href="/train">Train</a>
+<a href="/serve">Serve</a></div></header>
+<main>{body}</main>
+</body></html>""")
+
+
+MODEL_PICKER = (_select("model", "model (catalog)", catalog="models", default="llama-3.1-8b")
+                + '<label>or upload a config.json<input type="file" id="config-file" '
+                  'accept=".json,application/json"></label>')
+ACTIONS = ('<div class="actions"><button type="submit">{label}</button>'
+           '<span class="status" id="status"></span></div>')
+RESULT = ('<div id="inspect"></div><div id="error" class="error hidden" role="alert"></div>'
+          '<div id="result"></div>')
+
+
+@pages.get("/", response_class=HTMLResponse)
+def home() -> HTMLResponse:
+    return _page("infraplan", f"""<header class="top"><h1>infraplan</h1>
+<p>Plan, simulate and check AI infrastructure: will it fit, how long, how much.</p></header>
+<section class="heading"><h2>What do you want to plan?</h2>
+<p><a href="/train">Training</a>: which accelerators, how many, which parallelism; time,
+GPU-hours, cost, memory per accelerator, checkpoints.</p>
+<p><a href="/serve">Serving</a>: the cheapest deployment that meets latency SLOs, or one
+deployment simulated under traffic.</p></section>
+<section class="heading"><h2>Inspect a model</h2>
+<form class="plan" data-endpoint="/api/models/inspect" data-inspect="1">
+{MODEL_PICKER}{_field("seq_len", "context length (tokens)", "4096", typ="int", step="1")}
+{ACTIONS.format(label="Inspect")}</form>{RESULT}</section>""")
+
+
+@pages.get("/train", response_class=HTMLResponse)
+def train() -> HTMLResponse:
+    precisions = [(p, p) for p in ("bf16", "fp16", "fp8", "fp32")]
+    optimizers = [(o, o) for o in ("adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum")]
+    form = "".join([
+        "<fieldset>Workload</fieldset>", MODEL_PICKER,
+        _field("tokens", "tokens to train on", "1e11"),
+        _field("global_batch", "global batch (sequences)", "256", typ="int", step="1"),
+        _field("seq_len", "sequence length (tokens)", "4096", typ="int", step="1"),
+        _select("precision", "precision", precisions, default="bf16"),
+        _select("optimizer", "optimizer", optimizers, default="adamw"),
+        "<fieldset>Accelerators</fieldset>",
+        _select("gpus", "accelerators (up to 3)", typ="list", catalog="gpus",
+                default="h100-sxm5-80gb", multiple=True),
+        _field("min_count", "fewest GPUs", "8", typ="int", step="1"),
+        _field("max_count", "most GPUs", "64", typ="int", step="1"),
+        _field("count_step", "GPU count step (default: a node)", "", typ="int", step="1"),
+        _select("storage", "training data tier", [("", "none (no data-loading check)")],
+                catalog="storage"),
+        "<fieldset>Constraints</fieldset>",
+        _field("deadline_days", "deadline (days)", ""),
+        _field("budget_gpu_hours", "budget (GPU-hours)", ""),
+        _field("top", "plans to show", "5", typ="int", step="1"),
+        ACTIONS.format(label="Plan training")])
+    return _page("Training plan", f"""<header class="top"><h1>Training plan</h1>
+<p class="hint">Searches every parallel plan (TP, PP, DP, CP, ZeRO, micro-batch, recompute,
+...) for each accelerator and GPU count, keeps what fits, ranks by time to train.
+The form lives in the address bar: copy it to share the plan.</p></header>
+<form class="plan" data-endpoint="/api/plan/train">{form}</form>{RESULT}""")
+
+
+@pages.get("/serve", response_class=HTMLResponse)
+def serve() -> HTMLResponse:
+    dtypes = [(d, d) for d in ("bf16", "fp8", "int8", "int4", "fp16")]
+    kv = [("", "16-bit (default)"), ("fp8", "fp8")]
+    form = "".join([
+        "<fieldset>Question</fieldset>",
+        _select("mode", "what to do", [("plan", "plan: cheapest deployment meeting the SLOs"),
+                                       ("simulate", "simulate one deployment")],
+                default="plan", typ="skip"),
+        MODEL_PICKER,
+        "<fieldset>Deployment</fieldset>",
+        _select("gpus", "accelerators to compare (up to 3)", typ="list", catalog="gpus",
+                default="h100-sxm5-80gb", multiple=True, mode="plan"),
+        _field("tps", "tensor-parallel sizes (e.g. 1,2)", "1,2", kind="text", typ="list-int",
+               mode="plan", key="tp"),
+        _select("weight_dtypes", "weight formats", dtypes, typ="list", default="bf16",
+                multiple=True, mode="plan"),
+        _field("max_replicas", "most replicas", "16", typ="int", step="1", mode="plan"),
+        _select("gpu", "accelerator", catalog="gpus", default="h100-sxm5-80gb",
+                mode="simulate"),
+        _select("tp", "tensor parallel", [(str(t), str(t)) for t in (1, 2, 4, 8)], typ="int",
+                default="1", mode="simulate"),
+        _field("replicas", "replicas", "1", typ="int", step="1", mode="simulate"),
+        _select("weight_dtype", "weight format", dtypes, default="bf16", mode="simulate"),
+        _select("kv_dtype", "KV-cache format", kv, mode="simulate"),
+        _select("engine", "engine", catalog="engines", default="vllm"),
+        _select("pricing", "pricing", [("on_demand", "on demand"), ("spot", "spot")],
+                default="on_demand"),
+        "<fieldset>Traffic</fieldset>",
+        _select("arrival", "arrivals", [("poisson", "Poisson"), ("gamma", "gamma (bursty)"),
+                                        ("offline", "offline batch")], group="traffic",
+                default="poisson"),
+        _field("rate_per_s", "rate (requests/s)", "10", group="traffic"),
+        _field("num_requests", "requests to simulate", "1000", typ="int", step="1",
+               group="traffic"),
+        _field("input_mean_tokens", "prompt mean (tokens)", "1000", group="traffic"),
+        _field("input_sigma", "prompt sigma (lognormal)", "0.8", group="traffic"),
+        _field("output_mean_tokens", "output mean (tokens)", "250", group="traffic"),
+        _field("output_sigma", "output sigma (lognormal)", "0.8", group="traffic"),
+        "<fieldset>SLOs (p99)</fieldset>",
+        _field("ttft_p99_s", "time to first token (s)", "1.0", group="slo"),
+        _field("tpot_p99_s", "time per output token (s)", "0.05", group="slo"),
+        _field("e2e_p99_s", "end to end (s)", "", group="slo"),
+        ACTIONS.format(label="Run")])
+    return _page("Serving plan", f"""<header class="top"><h1>Serving plan</h1>
+<p class="hint">Plan: for each accelerator x TP x weight format, the fewest replicas that
+meet the SLOs at the traffic's rate, cheapest first. Simulate: one deployment under the
+traffic. The form lives in the address bar: copy it to share the result.</p></header>
+<form class="plan" data-endpoint="/api/plan/serve" data-endpoint-plan="/api/plan/serve"
+ data-endpoint-simulate="/api/simulate/serve">{form}</form>{RESULT}""")
+
+
+@lru_cache(maxsize=1)
+def _script() -> str:
+    return FIGURE_JS + (resources.files("infraplan.web") / "static" / "app.js").read_text(
+        encoding="utf-8")
+
+
+@pages.get("/static/plotly.min.js")
+def plotly() -> Response:
+    return Response(plotly_js(), media_type="text/javascript",
+                    headers={"cache-control": "public, max-age=86400"})
+
+
+@pages.get("/static/app.js")
+def script() -> Response:
+    return Response(_script(), media_type="text/javascript")
+
+
+@pages.get("/static/app.css")
+def style() -> Response:
+    return Response(CSS + FORM_CSS, media_type="text/css")

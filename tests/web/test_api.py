@@ -1,0 +1,185 @@
+"""The JSON API: the library's numbers, caps that answer 4xx with the reason, no file access
+through names, and no 5xx on any input (hypothesis over the request schemas)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infraplan.catalog import MODELS_DIR, load_catalog
+
+TRAIN_BODY = {"model": "llama-3.1-8b", "gpus": ["h100", "a100-sxm4-80gb"], "min_count": 8,
+              "max_count": 32, "tokens": 1e11, "global_batch": 128, "seq_len": 4096,
+              "storage": "fsx-lustre-p2-125"}
+TRAFFIC = {"arrival": "poisson", "rate_per_s": 8, "num_requests": 400,
+           "input_mean_tokens": 800, "input_sigma": 0.8, "output_mean_tokens": 200,
+           "output_sigma": 0.8}
+SIM_BODY = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "replicas": 1,
+            "weight_dtype": "fp8", "traffic": TRAFFIC, "slo": {"ttft_p99_s": 1.0}}
+PLAN_SERVE_BODY = {"model": "llama-3.1-8b", "gpus": ["h100", "l40s"], "tp": [1],
+                   "weight_dtypes": ["fp8"], "traffic": TRAFFIC,
+                   "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05}, "max_replicas": 8}
+
+
+def _serve_scenario(body: dict, extra: dict):
+    """The scenario a YAML file with the same content would give the CLI."""
+    from infraplan.serving.scenario import ServeScenario
+    from infraplan.web.api import TrafficIn
+
+    return ServeScenario.model_validate({
+        "model": body["model"], "traffic": TrafficIn(**body["traffic"]).spec(),
+        "slo": body["slo"], **extra})
+
+
+def test_catalog(client):
+    from infraplan.report.catalog import LISTINGS
+
+    for kind in ("models", "gpus", "storage", "engines"):
+        r = client.get(f"/api/catalog/{kind}")
+        assert r.status_code == 200
+        assert [row["name"] for row in r.json()] == [row["name"] for row in
+                                                     LISTINGS[kind]()[2]]
+    assert client.get("/api/catalog/secrets").status_code == 422
+
+
+def test_plan_train_is_plan_training(client):
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario
+
+    r = client.post("/api/plan/train", json=TRAIN_BODY)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    scenario = TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "training": {"tokens": 1e11, "global_batch": 128,
+                                               "seq_len": 4096,
+                                               "storage": "fsx-lustre-p2-125"},
+        "hardware": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-80gb"], "min_count": 8,
+                     "max_count": 32}})
+    want = json.loads(json.dumps(plan_training(scenario).to_json()))
+    for key in ("best", "frontier", "by_accelerator", "rejected", "configs_evaluated",
+                "fitting"):
+        assert got["result"][key] == want[key], key
+    best = want["best"][0]
+    assert f"{best['step_s']:,.3f} s" in got["html"]
+    assert got["document"]["figures"]["step_breakdown"]["data"]
+
+
+def test_simulate_serve_is_the_cli_call(client):
+    from infraplan.report.document_serve import simulate_scenario
+
+    r = client.post("/api/simulate/serve", json=SIM_BODY)
+    assert r.status_code == 200, r.text
+    got = r.json()["result"]
+    scenario = _serve_scenario(SIM_BODY, {"deployment": {
+        "gpu": "h100-sxm5-80gb", "tp": 1, "replicas": 1, "weight_dtype": "fp8",
+        "engine": "vllm"}})
+    want = simulate_scenario(scenario)["summary"]
+    for key in ("ttft_s", "tpot_s", "e2e_s", "throughput", "cost", "kv_cache"):
+        assert got[key] == pytest.approx(want[key]), key
+    assert got["completed"] == want["completed"] == 400
+    assert len(r.json()["document"]["load_sweep"]) == 5
+
+
+def test_plan_serve_is_plan_serving(client):
+    from infraplan.serving.planner import plan_serving
+
+    r = client.post("/api/plan/serve", json=PLAN_SERVE_BODY)
+    assert r.status_code == 200, r.text
+    got = r.json()["result"]
+    scenario = _serve_scenario(PLAN_SERVE_BODY, {"search": {
+        "gpus": [load_catalog().accelerators.get(g).name for g in PLAN_SERVE_BODY["gpus"]],
+        "tp": [1], "weight_dtypes": ["fp8"],
+        "kv_dtypes": ["bf16"], "engine": "vllm", "max_replicas": 8}})
+    want = json.loads(json.dumps(plan_serving(scenario).to_json()))
+    for key in ("planning_rate_per_s", "best", "alternatives", "rejected", "simulations"):
+        assert got[key] == want[key], key  # deterministic: the same numbers exactly
+
+
+def test_inspect_uploaded_config_is_the_model_command(client):
+    from infraplan.report.model import model_summary
+
+    entry = load_catalog().models.get("mixtral-8x7b")
+    config = json.loads((MODELS_DIR / entry.config_file).read_text())
+    r = client.post("/api/models/inspect", json={"config": config, "name": "mine",
+                                                 "seq_len": 2048})
+    assert r.status_code == 200, r.text
+    want = model_summary("mixtral-8x7b", 2048)
+    got = r.json()
+    for key in ("params_total", "params_active", "layers", "attention",
+                "forward_flops_per_token", "training_flops_per_token",
+                "kv_cache_bytes_per_token"):
+        assert got[key] == pytest.approx(want[key]), key
+    assert client.post("/api/models/inspect",
+                       json={"model": "llama-3.1-8b"}).json()["params_total"] == \
+        model_summary("llama-3.1-8b", 4096)["params_total"]
+
+
+@pytest.mark.parametrize("path, body, status, words", [
+    ("/api/plan/train", dict(TRAIN_BODY, gpus=["h100", "a100", "l40s", "b200"]), 422,
+     "gpus"),
+    ("/api/plan/train", dict(TRAIN_BODY, max_count=100_000), 422, "max_count"),
+    ("/api/plan/train", dict(TRAIN_BODY, min_count=1, max_count=4096, count_step=1), 422,
+     "search space"),
+    ("/api/plan/train", dict(TRAIN_BODY, min_count=64, max_count=8), 422, "min_count"),
+    ("/api/simulate/serve", dict(SIM_BODY, traffic=dict(TRAFFIC, num_requests=10**7)), 422,
+     "num_requests"),
+    ("/api/plan/serve", dict(PLAN_SERVE_BODY, traffic=dict(TRAFFIC, num_requests=20_000)),
+     422, "planning cap"),
+    ("/api/plan/serve", dict(PLAN_SERVE_BODY, max_replicas=1000), 422, "max_replicas"),
+    ("/api/simulate/serve", dict(SIM_BODY, replicas=0), 422, "replicas"),
+    ("/api/simulate/serve", dict(SIM_BODY, gpu="h1000"), 422, "did you mean"),
+    ("/api/simulate/serve", dict(SIM_BODY, surprise=1), 422, "surprise"),
+    ("/api/models/inspect", {"config": {"model_type": "llama", "pad": "x" * 100_000}}, 413,
+     "config"),
+    ("/api/models/inspect", {"config": {"model_type": "llama"}}, 422, "hidden_size"),
+    ("/api/models/inspect", {"config": {"model_type": "nope"}}, 422, "model_type"),
+])
+def test_caps_and_bad_input_answer_4xx_with_the_reason(client, path, body, status, words):
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert words in r.json()["detail"]
+
+
+def test_body_size_cap(client):
+    big = b'{"config": {"x": "' + b"a" * 300_000 + b'"}}'
+    r = client.post("/api/models/inspect", content=big,
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "cap" in r.json()["detail"]
+
+    def chunks():  # no content-length: the limit counts streamed bytes
+        for _ in range(40):
+            yield b"a" * 10_000
+
+    r = client.post("/api/models/inspect", content=chunks(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd",
+                                  "examples/serve-llama8b-chat.yaml", "..", "pyproject.toml", "C:\\Windows\\win.ini",
+                                  "file:///etc/passwd", "~/.ssh/id_rsa", "README.md"])
+@pytest.mark.parametrize("path, field", [("/api/plan/train", "model"),
+                                         ("/api/plan/train", "storage"),
+                                         ("/api/simulate/serve", "gpu"),
+                                         ("/api/simulate/serve", "engine"),
+                                         ("/api/models/inspect", "model")])
+def test_path_like_names_are_refused(client, path, field, name):
+    body = {"/api/plan/train": TRAIN_BODY, "/api/simulate/serve": SIM_BODY,
+            "/api/models/inspect": {}}[path]
+    r = client.post(path, json=dict(body, **{field: name}))
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "root:" not in detail and "[project]" not in detail  # no file content leaks
+
+
+def test_openapi_schema_and_no_cdn(client):
+    schema = client.get("/openapi.json").json()
+    assert {"/api/plan/train", "/api/plan/serve", "/api/simulate/serve",
+            "/api/models/inspect", "/api/catalog/{kind}"} <= set(schema["paths"])
+    assert client.get("/docs").status_code == 404  # its page would load a CDN script
+    for page in ("/", "/train", "/serve"):
+        html = client.get(page).text
+        assert "http://" not in html and "https://" not in html
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and "plotly" in js.text[:500]

@@ -1,0 +1,157 @@
+"""The pages in a real browser (Debian's Chromium through Playwright): fill a form, get a
+plan, check the numbers on the page against the library, reload the shared URL on a phone.
+Screenshots land in tests/web/artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import require
+from tests.web.conftest import ARTIFACTS
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"no Chromium at {CHROMIUM} (apt-get install -y "
+                                       "chromium)")
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = require("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu",
+                                    "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+def _page(browser, live_server, viewport):
+    page = browser.new_page(viewport=viewport)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # every request goes to the test server: nothing from a CDN
+    page.on("request", lambda r: errors.append(f"external request {r.url}")
+            if not r.url.startswith((live_server, "data:", "blob:")) else None)
+    return page, errors
+
+
+def _text(page, label: str) -> str:
+    return page.locator(f'#result [data-label="{label}"] dd').first.inner_text()
+
+
+def test_training_form(browser, live_server):
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/train")
+    page.wait_for_selector('select[name=model] option[value="llama-3.1-8b"]', state="attached")
+    page.select_option("select[name=model]", "llama-3.1-8b")
+    page.select_option("select[name=gpus]", ["h100-sxm5-80gb", "a100-sxm4-80gb"])
+    page.fill("input[name=min_count]", "8")
+    page.fill("input[name=max_count]", "16")
+    page.fill("input[name=tokens]", "1e11")
+    page.fill("input[name=global_batch]", "128")
+    page.select_option("select[name=storage]", "fsx-lustre-p2-125")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    page.wait_for_selector("#fig-step_breakdown .main-svg")
+    result = plan_training(TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "training": {"tokens": 1e11, "global_batch": 128,
+                                               "seq_len": 4096,
+                                               "storage": "fsx-lustre-p2-125"},
+        "hardware": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-80gb"], "min_count": 8,
+                     "max_count": 16}}))
+    best = result.best[0]
+    assert _text(page, "step time") == f"{best.step_s:,.3f} s"
+    assert _text(page, "MFU") == f"{best.mfu:.1%}"
+    assert _text(page, "GPU-hours") == f"{best.gpu_hours:,.0f}"
+    assert _text(page, "accelerators") == f"{best.plan.num_gpus:,} x {best.accelerator}"
+    assert "max_count=16" in page.url and "gpus=h100-sxm5-80gb%2Ca100-sxm4-80gb" in page.url
+    page.screenshot(path=str(ARTIFACTS / "train-desktop.png"), full_page=True)
+    shared = page.url
+    page.close()
+    phone, phone_errors = _page(browser, live_server, PHONE)
+    phone.goto(shared)  # the link alone re-runs the plan
+    phone.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    assert _text(phone, "step time") == f"{best.step_s:,.3f} s"
+    phone.wait_for_selector("#fig-memory .main-svg")
+    phone.screenshot(path=str(ARTIFACTS / "train-phone.png"), full_page=True)
+    phone.close()
+    assert not errors and not phone_errors, errors + phone_errors
+
+
+def test_serving_form(browser, live_server):
+    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.scenario import ServeScenario
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/serve")
+    page.wait_for_selector('select[name=gpu] option[value="h100-sxm5-80gb"]', state="attached")
+    page.select_option("select[name=mode]", "simulate")
+    page.select_option("select[name=model]", "llama-3.1-8b")
+    page.select_option("select[name=gpu]", "h100-sxm5-80gb")
+    page.fill("input[name=replicas]", "2")
+    page.select_option("select[name=weight_dtype]", "fp8")
+    page.fill("input[name=rate_per_s]", "12")
+    page.fill("input[name=num_requests]", "600")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="p99 time to first token"]', timeout=60_000)
+    page.wait_for_selector("#fig-latency_cdf .main-svg")
+    summary = simulate_scenario(ServeScenario.model_validate({
+        "model": "llama-3.1-8b", "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05},
+        "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 12}, "num_requests": 600,
+                    "input": {"kind": "lognormal", "mean": 1000, "sigma": 0.8},
+                    "output": {"kind": "lognormal", "mean": 250, "sigma": 0.8}},
+        "deployment": {"gpu": "h100-sxm5-80gb", "replicas": 2, "weight_dtype": "fp8"}}))[
+        "summary"]
+    assert _text(page, "p99 time to first token") == f"{summary['ttft_s']['p99'] * 1e3:,.1f} ms"
+    assert _text(page, "p99 time per output token") == \
+        f"{summary['tpot_s']['p99'] * 1e3:,.1f} ms"
+    assert _text(page, "throughput") == \
+        f"{summary['throughput']['requests_per_s']:,.2f} requests/s"
+    assert "mode=simulate" in page.url
+    page.screenshot(path=str(ARTIFACTS / "serve-desktop.png"), full_page=True)
+    shared = page.url
+    page.close()
+    phone, phone_errors = _page(browser, live_server, PHONE)
+    phone.goto(shared)
+    phone.wait_for_selector('#result [data-label="p99 time to first token"]', timeout=60_000)
+    assert _text(phone, "p99 time to first token") == \
+        f"{summary['ttft_s']['p99'] * 1e3:,.1f} ms"
+    phone.wait_for_selector("#fig-load_sweep .main-svg")
+    phone.screenshot(path=str(ARTIFACTS / "serve-phone.png"), full_page=True)
+    phone.close()
+    assert not errors and not phone_errors, errors + phone_errors
+
+
+def test_bad_input_shows_the_reason(browser, live_server):
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(f"{live_server}/train?model=llama-3.1-8b&gpus=h100-sxm5-80gb&min_count=64"
+              "&max_count=8")
+    page.wait_for_selector("#error:not(.hidden)")
+    assert "min_count" in page.inner_text("#error")
+    page.close()
+    assert not errors
+
+
+def test_upload_config(browser, live_server, tmp_path):
+    from infraplan.catalog import MODELS_DIR, load_catalog
+    from infraplan.models import load_model, param_counts
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/")
+    entry = load_catalog().models.get("qwen3-30b-a3b")
+    page.set_input_files("#config-file", str(MODELS_DIR / entry.config_file))
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    counts = param_counts(load_model("qwen3-30b-a3b"))
+    text = page.locator('#inspect [data-label="parameters"] dd').inner_text()
+    assert text.startswith(f"{counts.total:,}") and f"{counts.active:,} active" in text
+    page.screenshot(path=str(ARTIFACTS / "home-desktop.png"), full_page=True)
+    page.close()
+    assert not errors

@@ -1,0 +1,220 @@
+"""The HTML report: self-contained (plotly inlined, nothing fetched), the library's numbers,
+atomic writes, clear errors for files that are not training or serving scenarios."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+
+import pytest
+
+from infraplan.errors import InputError
+from tests.conftest import require
+from tests.web.conftest import EXAMPLES
+
+TRAIN = EXAMPLES / "train-llama-3.1-70b.yaml"
+SERVE = EXAMPLES / "serve-llama8b-chat.yaml"
+EXTERNAL = re.compile(r"<(script|link|img|iframe|source)\b[^>]*\b(src|href)\s*=\s*[\"']?"
+                      r"(https?:)?//", re.IGNORECASE)
+
+
+def _embedded(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="infraplan-data">(.*?)</script>',
+                      html, re.DOTALL)
+    assert match, "the document JSON is embedded"
+    return json.loads(match.group(1))
+
+
+def _spy(monkeypatch, module, name):
+    """Wrap module.name so the test sees what the report got from the library call."""
+    calls = []
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def train_report():
+    require("plotly")
+    from infraplan.report.html import render_report
+    from infraplan.training import plan_train
+
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _spy(mp, plan_train, "plan_training")
+        html = render_report(TRAIN)
+    assert len(calls) == 1
+    return html, calls[0]
+
+
+@pytest.fixture(scope="module")
+def serve_report():
+    require("plotly")
+    from infraplan.report import document_serve
+    from infraplan.report.html import render_report
+
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _spy(mp, document_serve, "plan_serving")
+        html = render_report(SERVE)
+    assert len(calls) == 1
+    return html, calls[0]
+
+
+@pytest.mark.parametrize("which", ["train_report", "serve_report"])
+def test_self_contained(which, request):
+    from infraplan.report.html import plotly_js
+
+    html, _ = request.getfixturevalue(which)
+    assert plotly_js()[:2000] in html, "plotly.min.js is inlined"
+    assert not EXTERNAL.search(html), "no script, link or image is fetched from the network"
+    assert "fonts.googleapis" not in html and "@import" not in html
+    assert '<meta name="viewport"' in html
+    doc = _embedded(html)
+    headings = [(s["framework"], s["heading"]) for s in doc["sections"]]
+    assert headings == [("SCALE", h) for h in ("Scale", "Compute", "Accelerator interconnect",
+                                               "Latency & locality", "Economics")] + [
+        ("DEPLOY", h) for h in ("Define workload", "Estimate throughput", "Pick platform",
+                                "Load-test", "Observe", "Yield plan")]
+    for s in doc["sections"]:
+        assert f">{s['heading']}</h2>" in html.replace("&amp;", "&")
+        for key in s["figures"]:
+            assert key in doc["figures"] and f'data-figure="{key}"' in html
+    assert any("not applicable to this scenario" in (s["not_applicable"] or "")
+               for s in doc["sections"])
+
+
+def test_training_numbers_are_the_library_call(train_report):
+    from infraplan.report.figures import json_safe
+    from infraplan.units import GiB
+
+    html, result = train_report
+    doc = _embedded(html)
+    assert doc["plan"] == json_safe(result.to_json())  # every number of `plan train --json`
+    best = result.best[0]
+    for text in (f"{best.step_s:,.3f} s", f"{best.mfu:.1%}", f"{best.tokens_per_s:,.0f}",
+                 f"{best.gpu_hours:,.0f}", f"{best.time_to_train_s / 86400:,.1f} days",
+                 f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.0f} GiB",
+                 f"{best.plan.num_gpus:,} x {best.accelerator}", best.plan.describe()):
+        assert text in html, text
+    assert set(doc["figures"]) >= {"frontier_gpu_hours", "frontier_usd", "step_breakdown",
+                                   "memory", "goodput", "cost"}
+    chosen = doc["figures"]["frontier_gpu_hours"]["data"][-1]
+    assert chosen["name"] == "chosen plan" and chosen["x"] == [pytest.approx(best.gpu_hours)]
+    # memory bars are the memory model's totals of the same plans
+    assert doc["memory"][0]["total_bytes"] == pytest.approx(best.memory_bytes)
+    # cost: the line items plan train attached to the same plan (GPU-hours x its price)
+    items = best.economics["cost"]["items"]
+    assert [c["usd"] for c in doc["costs"]] == [pytest.approx(i["usd"]) for i in items]
+    assert doc["costs"][0]["usd"] == pytest.approx(
+        best.gpu_hours * best.economics["usd_per_gpu_hour"])
+
+
+def test_serving_numbers_are_the_cli_numbers(serve_report):
+    from infraplan.cli import main
+    from infraplan.report.figures import json_safe
+
+    html, plan = serve_report
+    doc = _embedded(html)
+    assert doc["plan"] == json_safe(dict(model="llama-3.1-8b", **plan.to_json()))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["simulate", "serve", str(SERVE), "--json"]) == 0
+    cli = json.loads(out.getvalue())
+    sim = doc["simulation"]
+    for key in ("ttft_s", "tpot_s", "e2e_s", "throughput", "kv_cache", "cost"):
+        assert sim[key] == pytest.approx(cli[key]), key
+    assert sim["completed"] == cli["completed"] and sim["deployment"] == cli["deployment"]
+    for text in (f"{cli['ttft_s']['p99'] * 1e3:,.1f} ms", f"{cli['tpot_s']['p99'] * 1e3:,.1f} ms",
+                 f"{cli['throughput']['requests_per_s']:,.2f} requests/s",
+                 f"${cli['cost']['usd_per_million_output_tokens']:,.3f}",
+                 f"{plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h"):
+        assert text in html, text
+    assert set(doc["figures"]) >= {"latency_cdf", "load_sweep", "memory", "cost"}
+    sweep = doc["load_sweep"]
+    assert [p["fraction"] for p in sweep] == [0.25, 0.5, 0.75, 1.0, 1.25]
+    assert sweep[0]["rate_per_s"] == pytest.approx(0.25 * plan.rate_per_s)
+
+
+def test_atomic_write(tmp_path, monkeypatch):
+    require("plotly")
+    import infraplan.report.html as report_html
+
+    out = tmp_path / "report.html"
+    out.write_text("old report")
+    with pytest.raises(InputError):
+        report_html.write_report(tmp_path / "missing.yaml", out)
+    assert out.read_text() == "old report"
+
+    def broken(_):
+        raise RuntimeError("planner crashed half-way")
+
+    monkeypatch.setattr(report_html, "render_report", broken)
+    with pytest.raises(RuntimeError):
+        report_html.write_report(TRAIN, out)
+    assert out.read_text() == "old report"
+
+    monkeypatch.setattr(report_html, "render_report", lambda _: "<html>new</html>")
+    report_html.write_report(TRAIN, out)
+    assert out.read_text() == "<html>new</html>"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"], "no temporary file left"
+    assert out.stat().st_mode & 0o044, "readable like any other file"
+    with pytest.raises(InputError, match="output folder"):
+        report_html.write_atomic(tmp_path / "nope" / "r.html", "x")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("model: x\nhardware: {gpu: h100}\ntraining: {seq_len: 10}\n", "memory scenario"),
+    ("model: x\nfoo: 1\n", "neither a training scenario"),
+    ("- a\n- b\n", "expected a mapping"),
+    ("model: [unclosed\n", "not valid YAML"),
+    ("", "expected a mapping"),
+])
+def test_not_a_scenario(tmp_path, text, match):
+    from infraplan.report.document import build_document
+
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=match):
+        build_document(path)
+
+
+def _parser():
+    from infraplan.cli import _Parser
+    from infraplan.web.cli import add_report, add_ui
+
+    parser = _Parser(prog="infraplan")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_report(sub)
+    add_ui(sub)
+    return parser
+
+
+def test_cli_report_command(tmp_path, monkeypatch, capsys):
+    require("plotly")
+    import infraplan.report.html as report_html
+
+    monkeypatch.setattr(report_html, "render_report", lambda path: f"<html>{path}</html>")
+    args = _parser().parse_args(["report", str(SERVE), "-o", str(tmp_path / "r.html")])
+    assert args.run(args) == 0
+    assert (tmp_path / "r.html").read_text() == f"<html>{SERVE}</html>"
+    assert "wrote" in capsys.readouterr().out
+    args = _parser().parse_args(["report", str(tmp_path / "missing.yaml")])
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="does not exist"):
+        args.run(args)
+
+
+def test_cli_ui_arguments():
+    args = _parser().parse_args(["ui"])
+    assert (args.host, args.port) == ("127.0.0.1", 8000)
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args(["ui", "--port", "70000"])
+    assert exc.value.code == 2
+    assert isinstance(_parser(), argparse.ArgumentParser)
