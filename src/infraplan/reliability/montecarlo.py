@@ -1,0 +1,348 @@
+"""Monte-Carlo simulation of a training run through failures and spot preemptions.
+
+A run needs `work_s` seconds of failure-free compute on N GPUs (n nodes). Per trial:
+
+- It checkpoints after every `interval_s` (tau) of compute; training blocks for C
+  (`checkpoint_s`) per checkpoint. The copy is durable `checkpoint_write_s` (w) after the
+  blocking part ends (w = 0: a synchronous checkpoint); a failure before it lands loses back
+  to the previous durable checkpoint.
+- Failures (hardware and software) arrive as a Poisson process at the job rate N r
+  (failures.py) while the job runs or checkpoints; each costs the work since the last durable
+  checkpoint plus a restart R (`restart_s`). Failures during restarts and waits are ignored.
+- On spot capacity, preemptions arrive at K x the per-node rate (spot.py) for K spot nodes.
+  With notice >= C + w (time to a durable copy) an emergency checkpoint saves the work at the
+  notice, else the work since the last durable checkpoint is lost; either way the job stops
+  at the notice and the nodes go at its end.
+
+Strategies (billing: GPU-seconds held x price, restarts included):
+
+- on_demand: N GPUs at the on-demand price for the whole wall time.
+- spot: N spot GPUs. A preemption takes the job's whole spot allocation (it is released and
+  re-acquired, as managed-job recovery does); after an exponential wait, unbilled, the job
+  restarts in the spot model's `restart_s`, billed.
+- reserved_plus_spot: B reserved GPUs billed for the whole wall time plus N - B spot GPUs.
+  Model (elastic): with its spot GPUs gone the job restarts (R) on the B reserved GPUs and
+  trains at B / N of full speed (data-parallel shrink, same global batch by gradient
+  accumulation, linear scaling assumed) with failure rate B r and the same C; when the spot
+  capacity returns it takes a checkpoint (C + w) and restarts on all N (spot `restart_s`),
+  the spot GPUs billed from their return. B = 0 is the spot strategy; B = N is on-demand at
+  the reserved price.
+
+Every trial jumps from event to event: a period of running ends at min(next interruption,
+capacity return, finish), drawn in closed form, and the checkpoints inside it are counted by
+arithmetic, so the cost is one vectorised step per event, not per second or per checkpoint.
+Draw i of every random stream belongs to event i of each trial, so runs that differ only in
+tau or R see the same interruptions (common random numbers: smooth interval scans).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infraplan.errors import InputError, UnknownNameError
+from infraplan.reliability.checkpoint import CheckpointPlan, daly_interval_s
+from infraplan.reliability.failures import FailureModel, llama3_failure_model
+from infraplan.reliability.spot import SpotModel
+
+HOUR_S = 3600.0
+STRATEGIES = ("on_demand", "spot", "reserved_plus_spot")
+MAX_EVENTS = 2_000_000  # per trial; beyond this the plan cannot finish in any useful time
+_BLOCK = 64  # events per block of random draws
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What the run needs and what its checkpoints and restarts cost."""
+
+    work_s: float  # failure-free compute time W
+    num_gpus: int
+    checkpoint_s: float  # blocking time C per checkpoint
+    restart_s: float  # R: detect, reschedule, reload after a failure
+    on_demand_usd_per_gpu_hour: float
+    checkpoint_write_s: float = 0.0  # durable this long after the blocking copy; 0: sync
+    gpus_per_node: int = 8
+    failures: FailureModel = field(default_factory=llama3_failure_model)
+
+    def __post_init__(self) -> None:
+        if not (self.work_s > 0 and math.isfinite(self.work_s)):
+            raise InputError(f"TrainingRun.work_s must be > 0, got {self.work_s}")
+        for name in ("num_gpus", "gpus_per_node"):
+            if getattr(self, name) < 1:
+                raise InputError(f"TrainingRun.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.checkpoint_s > 0:
+            raise InputError(f"TrainingRun.checkpoint_s must be > 0, got {self.checkpoint_s}")
+        for name in ("restart_s", "on_demand_usd_per_gpu_hour", "checkpoint_write_s"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise InputError(f"TrainingRun.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.failures.rate_per_gpu_s >= 0:
+            raise InputError("TrainingRun.failures.rate_per_gpu_s must be >= 0, got "
+                             f"{self.failures.rate_per_gpu_s}")
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.num_gpus // self.gpus_per_node)
+
+    @classmethod
+    def from_checkpoint_plan(cls, plan: CheckpointPlan, *, asynchronous: bool, **fields):
+        """C and w from a checkpoint plan: async blocks for the host copy and is durable after
+        the upload (write_s); sync blocks for the whole write."""
+        return cls(checkpoint_s=plan.blocking_s,
+                   checkpoint_write_s=plan.write_s if asynchronous else 0.0, **fields)
+
+
+@dataclass(frozen=True)
+class Stat:
+    p50: float
+    p90: float
+    mean: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Stat:
+        p50, p90 = np.percentile(values, [50, 90])
+        return cls(float(p50), float(p90), float(np.mean(values)))
+
+
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """Per-trial outcomes (arrays of length `trials`)."""
+
+    wall_s: np.ndarray
+    cost_usd: np.ndarray
+    failures: np.ndarray
+    preemptions: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalScan:
+    """Mean wall time and goodput against the checkpoint interval (same seed at each)."""
+
+    intervals_s: np.ndarray
+    mean_wall_s: np.ndarray
+    mean_goodput: np.ndarray
+    best_interval_s: float
+    daly_interval_s: float
+
+
+@dataclass(frozen=True, eq=False)
+class RunDistribution:
+    """One strategy over `trials` trials; p90 is the 90th percentile of each quantity."""
+
+    strategy: str
+    trials: int
+    seed: int
+    interval_s: float
+    interval_source: str  # "given", "daly" or "scan"
+    wall_s: Stat
+    goodput: Stat  # work_s / wall_s: the effective training time ratio
+    cost_usd: Stat
+    interruptions: Stat  # failures + preemptions
+    preemptions: Stat
+    samples: Samples
+    scan: IntervalScan | None = None
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """Rates and prices of one strategy, resolved."""
+
+    fail_full_per_s: float
+    fail_shrunk_per_s: float
+    preempt_per_s: float
+    shrunk_speed: float  # B / N; 0: the job is paused without its spot GPUs
+    notice_s: float
+    wait_mean_s: float
+    spot_restart_s: float
+    spot_usd_per_s: float  # all spot GPUs together
+    fixed_usd_per_s: float  # billed for the whole wall time (on-demand or reserved GPUs)
+
+
+def _mode(run: TrainingRun, strategy: str, spot: SpotModel | None, reserved_gpus: int,
+          reserved_usd_per_gpu_hour: float | None) -> _Mode:
+    if strategy not in STRATEGIES:
+        raise UnknownNameError("strategy", strategy, STRATEGIES)
+    r, n = run.failures.rate_per_gpu_s, run.num_gpus
+    if strategy == "on_demand":
+        return _Mode(n * r, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                     n * run.on_demand_usd_per_gpu_hour / HOUR_S)
+    spot = SpotModel() if spot is None else spot
+    reserved = reserved_gpus if strategy == "reserved_plus_spot" else 0
+    if not 0 <= reserved <= n or reserved % run.gpus_per_node and reserved != n:
+        raise InputError(f"reserved_gpus must be a multiple of gpus_per_node "
+                         f"({run.gpus_per_node}) in [0, num_gpus={n}], got {reserved}")
+    reserved_price = 0.0
+    if reserved:
+        if reserved_usd_per_gpu_hour is None or not reserved_usd_per_gpu_hour >= 0:
+            raise InputError(f"reserved_usd_per_gpu_hour must be >= 0 for reserved_plus_spot, "
+                             f"got {reserved_usd_per_gpu_hour}",
+                             fix="pass the reserved (committed-use) price per GPU-hour")
+        reserved_price = reserved_usd_per_gpu_hour
+    spot_gpus = n - reserved
+    spot_nodes = -(-spot_gpus // run.gpus_per_node)
+    return _Mode(n * r, reserved * r, spot.job_preemption_rate_per_s(spot_nodes),
+                 reserved / n, spot.notice_s, spot.capacity_wait_mean_s, spot.restart_s,
+                 spot_gpus * spot.price_usd_per_gpu_hour(run.on_demand_usd_per_gpu_hour)
+                 / HOUR_S, reserved * reserved_price / HOUR_S)
+
+
+def _emergency_saves(run: TrainingRun, mode: _Mode) -> bool:
+    # the notice must cover the blocking copy and the upload: the node vanishes at its end
+    return mode.notice_s >= run.checkpoint_s + run.checkpoint_write_s
+
+
+def _daly(run: TrainingRun, mode: _Mode) -> float:
+    """Daly's interval for the rate of interruptions that lose work: failures, plus
+    preemptions when the notice is too short to save; at least w (one upload in flight)."""
+    lossy = mode.fail_full_per_s + (0.0 if _emergency_saves(run, mode) else mode.preempt_per_s)
+    tau = run.work_s if lossy == 0 else daly_interval_s(run.checkpoint_s, 1.0 / lossy)
+    return min(max(tau, run.checkpoint_write_s), run.work_s)
+
+
+def _check_finite(run: TrainingRun, mode: _Mode, tau: float) -> None:
+    """Refuse runs whose expected event count is astronomical (each cycle of tau + C needs
+    exp(h (tau + C)) attempts on average): say so instead of looping for hours."""
+    lossy = mode.fail_full_per_s + (0.0 if _emergency_saves(run, mode) else mode.preempt_per_s)
+    exponent = lossy * (tau + run.checkpoint_s)
+    events = (run.work_s / tau) * math.expm1(min(exponent, 700.0)) + \
+        run.work_s * mode.preempt_per_s
+    if events > MAX_EVENTS:
+        gap_s = 1 / lossy if lossy else math.inf
+        raise InputError(f"the run would need about {events:.3g} restarts per trial: "
+                         f"interruptions every {gap_s:.4g} s against a checkpoint interval "
+                         f"of {tau:.4g} s", fix="checkpoint more often, or use fewer GPUs")
+
+
+@np.errstate(divide="ignore", invalid="ignore")  # rates of 0 give inf gaps, on purpose
+def _simulate(run: TrainingRun, mode: _Mode, tau: float, trials: int, seed: int) -> Samples:
+    rng = np.random.default_rng(seed)
+    work, c, w, tau = run.work_s, run.checkpoint_s, run.checkpoint_write_s, float(tau)
+    cycle = tau + c  # compute tau, then block C: snapshot i ends at up-time i * cycle
+    saves = _emergency_saves(run, mode)
+    shrinks = mode.shrunk_speed > 0  # else the job pauses while its spot GPUs are gone
+    h_full = mode.fail_full_per_s + mode.preempt_per_s
+    p = np.zeros(trials)  # progress (seconds of full-speed work) at the last (re)start
+    full = np.ones(trials, bool)  # False: shrunk onto the reserved GPUs
+    up_s, up_shrunk_s, wait_s = np.zeros(trials), np.zeros(trials), np.zeros(trials)
+    fails, fails_shrunk, preempts, returns = (np.zeros(trials, np.int64) for _ in range(4))
+    speed, h, h_pre, y = 1.0, h_full, mode.preempt_per_s, np.inf
+    for i in range(MAX_EVENTS):
+        if i % _BLOCK == 0:  # draw i of each stream is event i of every trial
+            if (p >= work).all():
+                break
+            hits, waits = rng.standard_exponential((2, _BLOCK, trials))
+            kinds = rng.random((_BLOCK, trials))
+        e_hit, wait, u = hits[i % _BLOCK], waits[i % _BLOCK] * mode.wait_mean_s, \
+            kinds[i % _BLOCK]
+        if shrinks:
+            speed = np.where(full, 1.0, mode.shrunk_speed)
+            h = np.where(full, h_full, mode.fail_shrunk_per_s)
+            h_pre = full * mode.preempt_per_s
+            y = np.where(full, np.inf, wait)  # the spot capacity comes back
+        x = e_hit / h  # up-time to the next failure or preemption (inf at rate 0)
+        z = np.minimum(x, y)
+        # compute left, and one checkpoint per full tau of it except at the very end
+        compute_left = (work - p) / speed
+        k = np.maximum(np.ceil(compute_left * ((1 - 1e-12) / tau) - 1.0), 0.0)
+        finish_up = compute_left + k * c
+        fin = finish_up <= z  # finished trials have nothing left: they stay finished
+        stop = ~fin
+        # progress when stopped, and at the last durable snapshot (lands at i * cycle + w)
+        j = np.floor(z / cycle)
+        now = p + speed * (j * tau + np.minimum(z - j * cycle, tau))
+        durable = p + (speed * tau) * (j if w == 0 else np.maximum(np.floor((z - w) / cycle),
+                                                                  0.0))
+        cap = stop & (y < x)
+        pre = stop & (u * h < h_pre)  # which process fired: P(preemption) = h_pre / h
+        fail = stop & ~pre & ~cap
+        p = np.where(fin, work, np.where(fail | (pre & (not saves)), durable, now))
+        up = np.where(fin, finish_up, z)
+        up_s += up
+        fails += fail
+        preempts += pre
+        if shrinks:
+            up_shrunk_s += np.where(full, 0.0, up)
+            fails_shrunk += fail & ~full
+            returns += cap
+            full = (full & ~pre) | cap
+        else:
+            wait_s += np.where(pre, wait, 0.0)
+    else:
+        raise InputError(f"simulation stopped after {MAX_EVENTS:,} events per trial",
+                         fix="checkpoint more often")
+    # fixed costs by event: failure R; preemption notice, then either R (shrink onto the
+    # reserved GPUs) or an unbilled wait and the spot restart; a return of spot capacity a
+    # planned checkpoint (C + w) and the spot restart. Spot GPUs are billed while held.
+    r, notice, spot_restart = run.restart_s, mode.notice_s, mode.spot_restart_s
+    scale_up = c + w + spot_restart
+    if shrinks:
+        wall = up_s + r * (fails + preempts) + notice * preempts + scale_up * returns
+        spot_held = (up_s - up_shrunk_s + r * (fails - fails_shrunk) + notice * preempts
+                     + scale_up * returns)
+    else:
+        wall = up_s + r * fails + (notice + spot_restart) * preempts + wait_s
+        spot_held = wall - wait_s
+    cost = mode.fixed_usd_per_s * wall + mode.spot_usd_per_s * spot_held
+    return Samples(wall_s=wall, cost_usd=cost, failures=fails, preemptions=preempts)
+
+
+def _summarise(run: TrainingRun, strategy: str, samples: Samples, *, trials: int, seed: int,
+               interval_s: float, source: str, scan: IntervalScan | None = None
+               ) -> RunDistribution:
+    return RunDistribution(
+        strategy=strategy, trials=trials, seed=seed, interval_s=interval_s,
+        interval_source=source, wall_s=Stat.of(samples.wall_s),
+        goodput=Stat.of(run.work_s / samples.wall_s), cost_usd=Stat.of(samples.cost_usd),
+        interruptions=Stat.of(samples.failures + samples.preemptions),
+        preemptions=Stat.of(samples.preemptions), samples=samples, scan=scan)
+
+
+def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
+                 spot: SpotModel | None = None, reserved_gpus: int = 0,
+                 reserved_usd_per_gpu_hour: float | None = None,
+                 interval_s: float | None = None, optimise_interval: bool = False,
+                 interval_grid_s: np.ndarray | None = None, trials: int = 1000,
+                 seed: int = 0) -> RunDistribution:
+    """Distribution of wall time, goodput, cost and interruptions of `run` under `strategy`.
+
+    The checkpoint interval is `interval_s` if given, else Daly's (checkpoint.py) for the
+    rate of work-losing interruptions; with `optimise_interval` it is the grid point (default
+    Daly x 1/4 ... 4, 25 points, geometric) with the least mean wall time, and `scan` holds
+    the curve. Deterministic for a given seed."""
+    mode = _mode(run, strategy, spot, reserved_gpus, reserved_usd_per_gpu_hour)
+    if not (isinstance(trials, int | np.integer) and trials >= 1):
+        raise InputError(f"trials must be an integer >= 1, got {trials!r}")
+    if interval_s is not None and not (interval_s > 0 and math.isfinite(interval_s)):
+        raise InputError(f"interval_s must be > 0, got {interval_s}",
+                         fix="omit it to use Daly's interval")
+    daly = _daly(run, mode)
+    if not optimise_interval:
+        tau, source = (daly, "daly") if interval_s is None else (float(interval_s), "given")
+        _check_finite(run, mode, tau)
+        return _summarise(run, strategy, _simulate(run, mode, tau, trials, seed),
+                          trials=trials, seed=seed, interval_s=tau, source=source)
+    grid = daly * np.geomspace(0.25, 4.0, 25) if interval_grid_s is None \
+        else np.asarray(interval_grid_s, float)
+    if grid.size == 0 or not np.all((grid > 0) & np.isfinite(grid)):
+        raise InputError("interval_grid_s must be a non-empty list of intervals > 0")
+    for tau in grid:
+        _check_finite(run, mode, float(tau))
+    runs = [_simulate(run, mode, float(tau), trials, seed) for tau in grid]
+    mean_wall = np.array([s.wall_s.mean() for s in runs])
+    best = int(np.argmin(mean_wall))
+    scan = IntervalScan(intervals_s=grid, mean_wall_s=mean_wall,
+                        mean_goodput=np.array([np.mean(run.work_s / s.wall_s) for s in runs]),
+                        best_interval_s=float(grid[best]), daly_interval_s=daly)
+    return _summarise(run, strategy, runs[best], trials=trials, seed=seed,
+                      interval_s=float(grid[best]), source="scan", scan=scan)
+
+
+def compare_strategies(run: TrainingRun, *, spot: SpotModel | None = None,
+                       reserved_gpus: int = 0, reserved_usd_per_gpu_hour: float | None = None,
+                       **options) -> dict[str, RunDistribution]:
+    """All three strategies with the same seed; reserved_plus_spot only when B > 0."""
+    names = STRATEGIES if reserved_gpus else STRATEGIES[:2]
+    return {name: simulate_run(run, name, spot=spot, reserved_gpus=reserved_gpus,
+                               reserved_usd_per_gpu_hour=reserved_usd_per_gpu_hour, **options)
+            for name in names}
