@@ -193,6 +193,10 @@ def _add_simulate(sub) -> None:
     _kind_command(kinds, "serve", "serving: latency, throughput, KV use, cost",
                   "Simulate the scenario's deployment under its traffic.", "scenario",
                   "serving scenario YAML (see examples/)", _run_simulate_serve)
+    _kind_command(kinds, "train", "training run: failures, spot, checkpoints (Monte-Carlo)",
+                  "Plan the scenario, then draw its best plan's run many times per pricing "
+                  "strategy: wall time, goodput and cost as distributions.", "scenario",
+                  "training scenario YAML with an optional run: section", _run_simulate_train)
 
 
 def _run_simulate_serve(args) -> int:
@@ -218,6 +222,21 @@ def _run_simulate_serve(args) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(simulation_report(scenario.name or scenario.model, describe, summary))
+    return 0
+
+
+def _run_simulate_train(args) -> int:
+    from infraplan.report.run import run_report
+    from infraplan.training.plan_train import plan_training
+    from infraplan.training.simulate_run import simulate_training_run
+    from infraplan.workloads import TrainScenario, load_scenario
+
+    scenario = load_scenario(args.scenario, TrainScenario)
+    sim = simulate_training_run(scenario, plan_training(scenario).best[0])
+    if args.json:
+        print(json.dumps(dict(model=scenario.model, **sim.to_json()), indent=2))
+    else:
+        print(run_report(scenario.name or scenario.model, sim))
     return 0
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError, close_matches
+from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import read_user_file
 
 PositiveInt = Field(ge=1)
@@ -228,6 +229,8 @@ class TrainScenario(_Spec):
     pricing: Pricing = "on_demand"
     costs: CostInputs = CostInputs()
     energy: EnergySpec = EnergySpec()
+    run: RunSpec = Field(default_factory=RunSpec, description="simulate train: failures, "
+                                                              "spot, checkpoints")
     top: int = Field(default=5, ge=1, le=50, description="plans to show")
 
     @field_validator("prices")
