@@ -254,6 +254,47 @@ def _run_plan_train(args) -> int:
     return 0
 
 
+def _add_tco(sub) -> None:
+    p = sub.add_parser("tco", help="own vs rent: on-prem cost per GPU-hour and break-evens",
+                       description="Cost of owning one server (capex amortised, power, "
+                       "facility, operations) and when buying beats renting or an API.")
+    p.add_argument("server", help="server in catalog/data/onprem.yaml (dgx-h100, ...)")
+    p.add_argument("--utilization", type=float, default=0.7, help="share of hours in use")
+    p.add_argument("--rent", type=float, help="rental USD per GPU-hour to compare with")
+    p.add_argument("--years", type=float, help="amortisation period (default: onprem.yaml)")
+    p.add_argument("--region", default="us-industrial-average", help="electricity price row")
+    p.add_argument("--api-usd-per-m", type=float, help="API price per million tokens")
+    p.add_argument("--tokens-per-s", type=float, help="what the owned server serves at most")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run_tco)
+
+
+def _run_tco(args) -> int:
+    from dataclasses import asdict
+
+    from infraplan.economics.tco import buy_vs_rent, onprem_cost, self_host_vs_api
+    from infraplan.report.tco import tco_report
+
+    kw = {"amortization_years": args.years, "electricity_region": args.region}
+    own = onprem_cost(args.server, args.utilization, **kw)
+    rent = None if args.rent is None else buy_vs_rent(args.server, args.utilization,
+                                                      args.rent, **kw)
+    api = None
+    if args.api_usd_per_m is not None:
+        if args.tokens_per_s is None:
+            raise InputError("--api-usd-per-m needs --tokens-per-s (the server's throughput)")
+        api = self_host_vs_api(args.tokens_per_s, own.usd_per_year / 12, args.api_usd_per_m)
+    if args.json:
+        out = {"onprem": {**asdict(own), "usd_per_year": own.usd_per_year,
+                          "usd_per_gpu_hour": own.usd_per_gpu_hour},
+               "buy_vs_rent": asdict(rent) if rent else None,
+               "self_host_vs_api": asdict(api) if api else None}
+        print(json.dumps(out, indent=2))
+    else:
+        print(tco_report(own, rent, api, args.rent))
+    return 0
+
+
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="predict published measurements, report the error")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
@@ -299,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_simulate(sub)
     _add_validate(sub)
+    _add_tco(sub)
     from infraplan.web.cli import add_report, add_ui  # neither imports the web stack yet
 
     add_report(sub)
