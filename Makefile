@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(PIP) install -e ".[web]"
 	touch $@
 
 $(VENV)/.installed-all: pyproject.toml | $(BIN)/python
@@ -27,6 +27,9 @@ demo: $(VENV)/.installed-core
 	$(BIN)/infraplan simulate serve examples/serve-llama8b-chat.yaml
 	$(BIN)/infraplan plan serve examples/serve-llama8b-chat.yaml
 	$(BIN)/infraplan validate serving validation/serving_dev.csv
+	$(BIN)/infraplan simulate train examples/article-4-2b-spot.yaml
+	$(BIN)/infraplan tco dgx-h100 --utilization 0.7 --rent 2.69
+	$(BIN)/infraplan report examples/train-llama-3.1-70b.yaml -o report.html
 
 # Browser tests drive Debian's Chromium (Playwright's own download does not work here).
 test: $(VENV)/.installed-all
