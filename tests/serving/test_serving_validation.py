@@ -189,3 +189,32 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     assert 0 < by_id["a"].predicted < 1 and 0 < by_id["b"].predicted < 0.1
     assert by_id["e"].plan.deployment.pp == 2
     assert all(r.predicted > 0 for r in report.rows)
+
+
+def test_serving_budget_keeps_what_fits_and_names_the_closest_miss():
+    from infraplan.errors import InputError
+    from infraplan.serving.planner import plan_serving
+    from infraplan.serving.scenario import ServeScenario
+
+    raw = {"model": "llama-3.1-8b",
+           "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 4}, "num_requests": 300,
+                       "input": {"kind": "fixed", "value": 500},
+                       "output": {"kind": "fixed", "value": 100}},
+           "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05},
+           "search": {"gpus": ["h100", "a100-sxm4-80gb"], "tp": [1, 2],
+                      "weight_dtypes": ["fp8"], "max_replicas": 4},
+           "prices": {"h100": 3.0, "a100": 1.5}}
+    free = plan_serving(ServeScenario.model_validate(raw))
+    months = sorted(c.economics["cost"]["total_usd"] for c in free.ranked)
+    budget = (months[0] + months[1]) / 2 if months[1] > months[0] else months[0]
+    kept = plan_serving(ServeScenario.model_validate({**raw, "budget_usd_per_month": budget}))
+    assert all(c.economics["cost"]["total_usd"] <= budget for c in kept.ranked)
+    assert kept.best.economics["cost"]["total_usd"] == months[0]
+    assert all("over budget" in c.reason for c in kept.rejected if c.economics)
+    tight = months[0] / 1.5
+    with pytest.raises(InputError, match=r"budget of .* closest: .*\(\+50%\)"):
+        plan_serving(ServeScenario.model_validate({**raw, "budget_usd_per_month": tight}))
+    # no region named: carbon on the world-average grid, and the plan says so
+    assert free.best.economics["region"] == "world"
+    assert free.best.economics["carbon_kg_co2e"] == pytest.approx(
+        free.best.economics["energy_kwh"] * 481 / 1e3)

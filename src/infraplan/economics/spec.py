@@ -25,11 +25,13 @@ from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_int
 from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
 
 Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
+DEFAULT_REGION = "world"  # catalog/data/grid_intensity.yaml: Ember's 2023 world average
 
 
 class EnergySpec(BaseModel):
     """`energy:` in a scenario. Defaults: the GPUs at their TDP (an upper bound), a new
-    facility's PUE (catalog/data/onprem.yaml), no grid region (no carbon figure)."""
+    facility's PUE (catalog/data/onprem.yaml), the world-average grid (Ember 2023) until a
+    region is named."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -39,16 +41,15 @@ class EnergySpec(BaseModel):
                               description="facility / IT energy (default: onprem.yaml 'pue')")
     host_w_per_node: float = Field(default=0.0, ge=0, description="CPUs, NICs, fans per node "
                                                                   "(DGX H100: 4600)")
-    region: str | None = Field(default=None, description="grid region for carbon "
-                                                         "('us-east-1', 'europe-west4')")
+    region: str = Field(default=DEFAULT_REGION, description="grid region for carbon "
+                        "('us-east-1', 'europe-west4'; default: the world average)")
     g_co2e_per_kwh: float | None = Field(default=None, ge=0,
                                          description="overrides the region's intensity")
 
     @field_validator("region")
     @classmethod
-    def _known_region(cls, region: str | None) -> str | None:
-        if region is not None:
-            grid_intensity(region)  # did-you-mean on a typo
+    def _known_region(cls, region: str) -> str:
+        grid_intensity(region)  # did-you-mean on a typo
         return region
 
     def resolved_pue(self) -> float:

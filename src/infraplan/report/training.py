@@ -41,10 +41,9 @@ def economics_lines(e: dict) -> list[str]:
     lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
               for i in e["cost"]["items"]]
     lines.append(f"energy {e['energy_formula']}")
-    if e["carbon_kg_co2e"] is None:
-        lines.append("carbon: give energy.region (or energy.g_co2e_per_kwh) for a figure")
-    elif e["intensity_note"]:
-        lines.append(f"grid: {e['intensity_note']}")
+    if e["intensity_note"]:
+        hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
+        lines.append(f"grid: {e['intensity_note']}{hint}")
     return lines
 
 

@@ -155,6 +155,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
     for cand in ranked:
         cand.economics = scenario.monthly_economics(cand.deployment.gpu,
                                                     cand.deployment.num_gpus)
+    if scenario.budget_usd_per_month is not None:
+        ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {rate:.3g} requests/s"]
     if scenario.traffic.arrival.kind == "diurnal" and ranked:
         mean = mean_rate_per_s(scenario.traffic)
@@ -165,6 +167,29 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
     return ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
                      rejected=rejected, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)
+
+
+def _month_usd(cand: Candidate) -> float:
+    return cand.economics["cost"]["total_usd"]
+
+
+def _within_budget(ranked: list[Candidate], rejected: list[Candidate], budget: float):
+    """Keep the configurations whose month fits the budget; when none does, say which came
+    closest and by how much they miss."""
+    within = [c for c in ranked if _month_usd(c) <= budget]
+    if ranked and not within:
+        closest = sorted(ranked, key=_month_usd)[:3]
+        misses = "; ".join(f"{c.describe()} at ${_month_usd(c):,.0f} (+"
+                           f"{_month_usd(c) / budget - 1:.0%})" for c in closest)
+        raise InputError(f"no configuration that meets the SLOs fits the budget of "
+                         f"${budget:,.0f} a month; closest: {misses}",
+                         fix="raise budget_usd_per_month, relax the SLOs or allow cheaper "
+                             "accelerators")
+    for c in ranked:
+        if c not in within:
+            c.reason = (f"over budget: ${_month_usd(c):,.0f} a month > ${budget:,.0f} "
+                        f"(+{_month_usd(c) / budget - 1:.0%})")
+    return within, rejected + [c for c in ranked if c not in within]
 
 
 def _per_replica(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,

@@ -58,6 +58,9 @@ class ServeScenario(SpecModel):
     prices: dict[str, float] = Field(default_factory=dict, description="USD per GPU-hour by "
                                                                        "accelerator")
     pricing: Pricing = "on_demand"
+    budget_usd_per_month: float | None = Field(
+        default=None, gt=0, description="plan serve: the most a month of the deployment may "
+                                        "cost, every line item")
     costs: CostInputs = Field(default_factory=CostInputs, description="storage, egress, "
                                                                       "networking, monitoring")
     energy: EnergySpec = Field(default_factory=EnergySpec)
