@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
 from infraplan.errors import InputError
+from infraplan.report.output import add_output_flags, emit, progress
 
 EXIT_BAD_INPUT = 2
 
@@ -60,7 +60,7 @@ def _add_memory(sub) -> None:
     p.add_argument("--finetune", choices=["full", "lora", "qlora"])
     p.add_argument("--lora-rank", type=_positive_int)
     p.add_argument("--lora-targets", help="comma list: all-linear, attention, mlp, q_proj,...")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_output_flags(p)
     p.set_defaults(run=_run_memory)
 
 
@@ -100,40 +100,36 @@ def _run_memory(args) -> int:
     report = memory_for_scenario(scenario)
     fixes = [] if report.fits else suggest_fixes(report)
     min_gpus = min_gpus_for_states(report)
-    if args.json:
-        out = report.to_json()
-        out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
-                        for label, r in fixes]
-        out["min_gpus_for_model_states"] = min_gpus
-        print(json.dumps(out, indent=2))
-    else:
-        print(memory_report(report, fixes, min_gpus))
-    return 0
+    out = report.to_json()
+    out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
+                    for label, r in fixes]
+    out["min_gpus_for_model_states"] = min_gpus
+    return emit(args, "memory", out, lambda: memory_report(report, fixes, min_gpus),
+                lambda: ("fits" if report.fits else "DOES NOT FIT") +
+                f": {report.total_bytes / 2**30:,.2f} GiB of "
+                f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")
 
 
 def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list what the shipped catalog holds")
     p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage",
                                     "engines", "offers", "prices"])
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p)
     p.set_defaults(run=_run_catalog)
 
 
 def _run_catalog(args) -> int:
     from infraplan.report import catalog
 
-    if args.json:
-        print(json.dumps(catalog.LISTINGS[args.kind]()[2], indent=2, default=str))
-    else:
-        print(catalog.render(args.kind))
-    return 0
+    return emit(args, "catalog", catalog.LISTINGS[args.kind]()[2],
+                lambda: catalog.render(args.kind))
 
 
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="architecture math of one model: params, FLOPs, KV")
     p.add_argument("name", help="catalog model or config.json path")
     p.add_argument("--seq-len", type=_positive_int, default=4096)
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p)
     p.set_defaults(run=_run_model)
 
 
@@ -141,8 +137,7 @@ def _run_model(args) -> int:
     from infraplan.report.model import model_summary
 
     summary = model_summary(args.name, args.seq_len)
-    print(json.dumps(summary, indent=2) if args.json else summary["text"])
-    return 0
+    return emit(args, "model", summary, lambda: summary["text"])
 
 
 def _kind_command(kinds, name: str, help_text: str, description: str, argument: str,
@@ -150,7 +145,7 @@ def _kind_command(kinds, name: str, help_text: str, description: str, argument: 
     """`infraplan <verb> <kind> FILE [--json]`: plan train, validate training, ..."""
     p = kinds.add_parser(name, help=help_text, description=description)
     p.add_argument(argument, help=argument_help)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_output_flags(p)
     p.set_defaults(run=run)
 
 
@@ -180,11 +175,14 @@ def _run_plan_serve(args) -> int:
     from infraplan.serving.planner import plan_serving
 
     scenario, base = _load_serve(args.scenario)
-    plan = plan_serving(scenario, base_dir=base)
+    with progress(args, "simulating configurations") as tick:
+        plan = plan_serving(scenario, base_dir=base, progress=tick)
     name = scenario.name or scenario.model
-    print(json.dumps(dict(model=scenario.model, **plan.to_json()), indent=2) if args.json
-          else plan_report(name, plan))
-    return 0
+    best = plan.best
+    return emit(args, "plan_serve", dict(model=scenario.model, **plan.to_json()),
+                lambda: plan_report(name, plan),
+                lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
+                if best else "no configuration meets the SLOs")
 
 
 def _add_simulate(sub) -> None:
@@ -216,13 +214,13 @@ def _run_simulate_serve(args) -> int:
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}")
-    if args.json:
-        summary["deployment"] = dep.model_dump()
-        summary["timeline"] = {k: v.tolist() for k, v in result.timeline.items()}
-        print(json.dumps(summary, indent=2))
-    else:
-        print(simulation_report(scenario.name or scenario.model, describe, summary))
-    return 0
+    data = {**summary, "deployment": dep.model_dump(),
+            "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
+    return emit(args, "simulate_serve", data,
+                lambda: simulation_report(scenario.name or scenario.model, describe, summary),
+                lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
+                f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
+                f"{summary['tpot_s']['p99']:.3g} s, {summary['slo_attainment']:.1%} within SLOs")
 
 
 def _run_simulate_train(args) -> int:
@@ -232,12 +230,12 @@ def _run_simulate_train(args) -> int:
     from infraplan.workloads import TrainScenario, load_scenario
 
     scenario = load_scenario(args.scenario, TrainScenario)
-    sim = simulate_training_run(scenario, plan_training(scenario).best[0])
-    if args.json:
-        print(json.dumps(dict(model=scenario.model, **sim.to_json()), indent=2))
-    else:
-        print(run_report(scenario.name or scenario.model, sim))
-    return 0
+    with progress(args, "drawing runs") as tick:
+        sim = simulate_training_run(scenario, plan_training(scenario).best[0], progress=tick)
+    return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
+                lambda: run_report(scenario.name or scenario.model, sim),
+                lambda: "; ".join(f"{k}: {d.wall_s.p50 / 86400:,.1f} d, ${d.cost_usd.p50:,.0f}"
+                                  for k, d in sim.strategies.items()))
 
 
 def _run_plan_train(args) -> int:
@@ -246,12 +244,13 @@ def _run_plan_train(args) -> int:
     from infraplan.workloads import TrainScenario, load_scenario
 
     scenario = load_scenario(args.scenario, TrainScenario)
-    result = plan_training(scenario)
-    if args.json:
-        print(json.dumps(dict(model=scenario.model, **result.to_json()), indent=2))
-    else:
-        print(search_report(scenario.model, result))
-    return 0
+    with progress(args, "searching plans") as tick:
+        result = plan_training(scenario, progress=tick)
+    b = result.best[0]
+    return emit(args, "plan_train", dict(model=scenario.model, **result.to_json()),
+                lambda: search_report(scenario.model, result),
+                lambda: f"best: {b.plan.num_gpus} x {b.accelerator}, {b.plan.describe()}, "
+                f"step {b.step_s:,.3f} s, MFU {b.mfu:.1%}")
 
 
 def _add_tco(sub) -> None:
@@ -265,7 +264,7 @@ def _add_tco(sub) -> None:
     p.add_argument("--region", default="us-industrial-average", help="electricity price row")
     p.add_argument("--api-usd-per-m", type=float, help="API price per million tokens")
     p.add_argument("--tokens-per-s", type=float, help="what the owned server serves at most")
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p)
     p.set_defaults(run=_run_tco)
 
 
@@ -284,15 +283,13 @@ def _run_tco(args) -> int:
         if args.tokens_per_s is None:
             raise InputError("--api-usd-per-m needs --tokens-per-s (the server's throughput)")
         api = self_host_vs_api(args.tokens_per_s, own.usd_per_year / 12, args.api_usd_per_m)
-    if args.json:
-        out = {"onprem": {**asdict(own), "usd_per_year": own.usd_per_year,
-                          "usd_per_gpu_hour": own.usd_per_gpu_hour},
-               "buy_vs_rent": asdict(rent) if rent else None,
-               "self_host_vs_api": asdict(api) if api else None}
-        print(json.dumps(out, indent=2))
-    else:
-        print(tco_report(own, rent, api, args.rent))
-    return 0
+    out = {"onprem": {**asdict(own), "usd_per_year": own.usd_per_year,
+                      "usd_per_gpu_hour": own.usd_per_gpu_hour},
+           "buy_vs_rent": asdict(rent) if rent else None,
+           "self_host_vs_api": asdict(api) if api else None}
+    return emit(args, "tco", out, lambda: tco_report(own, rent, api, args.rent),
+                lambda: f"${own.usd_per_gpu_hour:,.2f} per GPU-hour owned"
+                + (f"; {rent.message}" if rent else ""))
 
 
 def _add_validate(sub) -> None:
@@ -308,23 +305,28 @@ def _add_validate(sub) -> None:
                   _run_validate_serving)
 
 
-def _print_validation(report, as_json: bool) -> int:
+def _print_validation(args, kind: str, validate) -> int:
     from infraplan.report.validation import validation_report
 
-    print(json.dumps(report.to_json(), indent=2) if as_json else validation_report(report))
-    return 0
+    with progress(args, f"predicting {kind} rows") as tick:
+        report = validate(args.file, progress=tick)
+    data = report.to_json()
+    return emit(args, f"validate_{kind}", data, lambda: validation_report(report),
+                lambda: f"rows: {len(report.rows)}, median |error| "
+                f"{data['median_abs_error_pct']:.1f}%, max |error| "
+                f"{data['max_abs_error_pct']:.1f}%, failed: {len(data['failed'])}")
 
 
 def _run_validate_training(args) -> int:
     from infraplan.training.validate import validate_training
 
-    return _print_validation(validate_training(args.file), args.json)
+    return _print_validation(args, "training", validate_training)
 
 
 def _run_validate_serving(args) -> int:
     from infraplan.serving.validate import validate_serving
 
-    return _print_validation(validate_serving(args.file), args.json)
+    return _print_validation(args, "serving", validate_serving)
 
 
 def build_parser() -> argparse.ArgumentParser:

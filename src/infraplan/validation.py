@@ -63,7 +63,8 @@ class ValidationReport:
 
 
 def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
-                  predict: Callable[[dict, Path], RowResult]) -> ValidationReport:
+                  predict: Callable[[dict, Path], RowResult],
+                  progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """Predict every row of a CSV; a row that cannot be predicted is reported, not fatal."""
     path = Path(path)
     if not path.is_file():
@@ -76,12 +77,14 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                              fix=f"see validation/README.md for the {kind} CSV schema")
         rows = list(reader)
     results = []
-    for row in rows:
+    for done, row in enumerate(rows, 1):
         try:
             results.append(predict(row, path.parent))
         except InfraplanError as exc:
             results.append(RowResult(id=row.get("id", "?"), predicted=None,
                                      published=_number(row.get("value")), error=str(exc)))
+        if progress:
+            progress(done, len(rows))
     return ValidationReport(results)
 
 

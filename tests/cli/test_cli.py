@@ -70,12 +70,14 @@ def test_flags_override_the_scenario(capsys):
 
 
 @pytest.mark.parametrize("kind", ["gpus", "models", "systems", "networks",
-                                  "storage", "engines", "prices"])
+                                  "storage", "engines", "offers"])
 def test_catalog_listings(capsys, kind):
     code, out, _ = run(capsys, "catalog", kind)
     assert code == 0 and "source" in out
     code, out, _ = run(capsys, "catalog", kind, "--json")
-    rows = json.loads(out)
+    data = json.loads(out)
+    assert data["schema"] == "infraplan.catalog/1"
+    rows = data["items"]
     assert rows and all(row["source"] and row["retrieved"] for row in rows)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Sequence
 
 from infraplan.units import GiB, format_bytes, format_count
@@ -9,17 +11,23 @@ from infraplan.units import GiB, format_bytes, format_count
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
           align_right: Sequence[int] = ()) -> str:
-    """A fixed-width table; columns listed in align_right are right-aligned (numbers)."""
-    cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in r]
-                                           for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    """A `rich` table as text: columns listed in align_right are right-aligned (numbers).
+    Bold headers on a terminal, plain text in a pipe or a file; never wrapped or cut."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
 
-    def fmt(row):
-        return "  ".join(c.rjust(w) if i in align_right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(cells[0]), rule] + [fmt(r) for r in cells[1:]])
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold",
+              collapse_padding=True)
+    for i, header in enumerate(headers):
+        t.add_column(str(header), justify="right" if i in align_right else "left",
+                     no_wrap=True, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if c is None else str(c) for c in row))
+    buffer = io.StringIO()
+    Console(file=buffer, width=100_000, force_terminal=sys.stdout.isatty(),
+            highlight=False).print(t)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()).strip("\n")
 
 
 def _bar(fraction: float, width: int = 30) -> str:

@@ -108,7 +108,9 @@ def stationary_stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
     return with_rate(traffic, rate)
 
 
-def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> ServePlan:
+def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
+                 progress=None) -> ServePlan:
+    """The cheapest configuration meeting the SLOs; `progress(done, total)` per candidate."""
     start = time.perf_counter()
     space = scenario.search
     if space is None:
@@ -122,8 +124,11 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None) -> Se
     candidates, rejected = [], []
     seqs = space.max_num_seqs or (None,)
     sims = 0
-    for gpu, tp, wd, kv, ms in itertools.product(space.gpus, space.tp, space.weight_dtypes,
-                                                 space.kv_dtypes, seqs):
+    grid = list(itertools.product(space.gpus, space.tp, space.weight_dtypes, space.kv_dtypes,
+                                  seqs))
+    for step, (gpu, tp, wd, kv, ms) in enumerate(grid, 1):
+        if progress:
+            progress(step - 1, len(grid))
         dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=wd, kv_dtype=kv,
                          engine=space.engine, max_num_seqs=ms)
         cand = Candidate(dep)

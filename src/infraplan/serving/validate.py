@@ -118,5 +118,5 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
 
 
-def validate_serving(path: str | Path) -> ValidationReport:
-    return validate_file(path, COLUMNS, "serving", predict_row)
+def validate_serving(path: str | Path, progress=None) -> ValidationReport:
+    return validate_file(path, COLUMNS, "serving", predict_row, progress)

@@ -68,7 +68,7 @@ def node_types(scenario: TrainScenario):
         hardware.cluster(g, hw.system).system, hw.network, hw.nics_per_node) for g in hw.gpus}
 
 
-def plan_training(scenario: TrainScenario) -> SearchResult:
+def plan_training(scenario: TrainScenario, progress=None) -> SearchResult:
     arch = load_model(scenario.model)
     t = scenario.training
     job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
@@ -84,7 +84,8 @@ def plan_training(scenario: TrainScenario) -> SearchResult:
     result = search(arch, gpus, knobs, job, top=scenario.top, system=node_types(scenario),
                     deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
                     budget_gpu_hours=scenario.constraints.budget_gpu_hours, cost=cost,
-                    budget_usd=scenario.constraints.budget_usd, objective=scenario.objective)
+                    budget_usd=scenario.constraints.budget_usd, objective=scenario.objective,
+                    progress=progress)
     if cost is not None:
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]

@@ -94,7 +94,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
            top: int = 5, system: str | System | dict[str, System] | None = None,
            deadline_s: float | None = None, budget_gpu_hours: float | None = None,
            cost: LinearCost | None = None, budget_usd: float | None = None,
-           objective: str = "time") -> SearchResult:
+           objective: str = "time", progress=None) -> SearchResult:
     """The `top` plans by `objective` ("time" to train, or total "cost" in USD, which needs
     `cost` and a token budget), the time vs cost frontier (GPU-hours without prices) and
     why other knob values lost. Deadline and budgets filter; when nothing meets them the
@@ -106,7 +106,9 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
                          fix="give training.tokens (the run's length sets its cost)")
     start = time.perf_counter()
     evaluated, candidates, count = [], 0, 0
-    for gpu in gpus:
+    for done, gpu in enumerate(gpus):
+        if progress:
+            progress(done, len(gpus))
         node = system.get(gpu) if isinstance(system, dict) else \
             system if len(gpus) == 1 else None  # a named node type holds one accelerator
         ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, node)

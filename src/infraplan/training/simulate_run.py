@@ -60,7 +60,7 @@ class RunSimulation:
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour, "strategies": out}
 
 
-def simulate_training_run(scenario, plan: PlanResult) -> RunSimulation:
+def simulate_training_run(scenario, plan: PlanResult, progress=None) -> RunSimulation:
     """Monte-Carlo runs of `plan` (the planner's best for `scenario`, a TrainScenario)."""
     run = scenario.run
     if scenario.training.tokens is None or plan.tokens_per_s <= 0:
@@ -95,11 +95,14 @@ def simulate_training_run(scenario, plan: PlanResult) -> RunSimulation:
             raise InputError(f"run.reserved.gpus = {reserved_gpus} exceeds the plan's {n} GPUs")
         reserved_price = run.reserved.usd_per_gpu_hour or _reserved_offer(gpu)
         prices["reserved"] = reserved_price
-    results = {name: simulate_run(training_run, name, spot=spot, reserved_gpus=reserved_gpus,
-                                  reserved_usd_per_gpu_hour=reserved_price,
-                                  optimise_interval=run.optimise_interval, trials=run.trials,
-                                  seed=run.seed)
-               for name in run.strategies}
+    results = {}
+    for done, name in enumerate(run.strategies):
+        if progress:
+            progress(done, len(run.strategies))
+        results[name] = simulate_run(training_run, name, spot=spot, reserved_gpus=reserved_gpus,
+                                     reserved_usd_per_gpu_hour=reserved_price,
+                                     optimise_interval=run.optimise_interval,
+                                     trials=run.trials, seed=run.seed)
     return RunSimulation(plan=plan, checkpoint=cp, work_s=work, restart_s=restart, mtbf_s=mtbf,
                          strategies=results, prices_usd_per_gpu_hour=prices)
 

@@ -63,5 +63,5 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=best)
 
 
-def validate_training(path: str | Path) -> ValidationReport:
-    return validate_file(path, COLUMNS, "training", predict_row)
+def validate_training(path: str | Path, progress=None) -> ValidationReport:
+    return validate_file(path, COLUMNS, "training", predict_row, progress)

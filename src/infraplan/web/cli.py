@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from infraplan.errors import InputError
+from infraplan.report.output import add_output_flags, emit, progress
 
 
 def _port(text: str) -> int:
@@ -27,15 +28,19 @@ def add_report(sub) -> None:
     p.add_argument("scenario", help="training or serving scenario YAML (see examples/)")
     p.add_argument("-o", "--output", default="report.html",
                    help="HTML file to write (default: report.html); written atomically")
+    add_output_flags(p)
     p.set_defaults(run=run_report)
 
 
 def run_report(args) -> int:
     from infraplan.report.html import write_report
 
-    path = write_report(args.scenario, args.output)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0
+    with progress(args, "planning and simulating"):
+        path = write_report(args.scenario, args.output)
+    size = path.stat().st_size
+    return emit(args, "report", {"output": str(path), "bytes": size},
+                lambda: f"wrote {path} ({size / 1e6:.1f} MB)",
+                lambda: str(path))
 
 
 def add_ui(sub) -> None:

@@ -1,0 +1,37 @@
+"""How every command prints: JSON with a stable schema name, a one-line headline with
+--quiet, or the full terminal report; progress bars only for people at a terminal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from infraplan.report.progress import progress_bar
+
+SCHEMA_VERSION = 1
+
+
+def add_output_flags(parser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help=f"print JSON (schema 'infraplan.<command>/{SCHEMA_VERSION}')")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="print only the answer's headline; no progress bars")
+
+
+def progress(args, label: str) -> AbstractContextManager:
+    return progress_bar(label, enabled=not (args.json or args.quiet))
+
+
+def emit(args, command: str, data, text: Callable[[], str],
+         headline: Callable[[], str] | None = None) -> int:
+    """Print `data` as JSON (lists under "items"), the headline, or the full text."""
+    if args.json:
+        payload = data if isinstance(data, dict) else {"items": data}
+        print(json.dumps({"schema": f"infraplan.{command}/{SCHEMA_VERSION}", **payload},
+                         indent=2, default=str))
+    elif args.quiet and headline is not None:
+        print(headline())
+    else:
+        print(text())
+    return 0
