@@ -183,3 +183,22 @@ def test_openapi_schema_and_no_cdn(client):
         assert "http://" not in html and "https://" not in html
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and "plotly" in js.text[:500]
+
+
+def test_plan_train_takes_an_uploaded_config_and_exactly_one_model(client):
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    config = json.loads((MODELS_DIR / load_catalog().models.get("llama-3.1-8b")
+                         .config_file).read_text())
+    body = {k: v for k, v in TRAIN_BODY.items() if k != "model"}
+    uploaded = client.post("/api/plan/train", json={**body, "config": config,
+                                                    "name": "my-llama"})
+    catalog = client.post("/api/plan/train", json=TRAIN_BODY)
+    assert uploaded.status_code == catalog.status_code == 200, uploaded.text
+    # the same architecture plans the same, whatever it is called
+    assert uploaded.json()["result"]["best"][0]["step_s"] == \
+        catalog.json()["result"]["best"][0]["step_s"]
+    both = client.post("/api/plan/train", json={**TRAIN_BODY, "config": config})
+    neither = client.post("/api/plan/train", json=body)
+    assert both.status_code == neither.status_code == 422
+    assert "exactly one" in both.json()["detail"]

@@ -155,3 +155,35 @@ def test_upload_config(browser, live_server, tmp_path):
     page.screenshot(path=str(ARTIFACTS / "home-desktop.png"), full_page=True)
     page.close()
     assert not errors
+
+
+def test_training_with_an_uploaded_config(browser, live_server):
+    """A config.json uploaded on the training page is planned in memory, as the library
+    plans the same architecture."""
+    from infraplan.catalog import MODELS_DIR, load_catalog
+    from infraplan.models import load_model
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/train")
+    page.wait_for_selector('select[name=gpus] option[value="h100-sxm5-80gb"]', state="attached")
+    entry = load_catalog().models.get("mistral-7b")
+    page.set_input_files("#config-file", str(MODELS_DIR / entry.config_file))
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    page.select_option("select[name=gpus]", ["h100-sxm5-80gb"])
+    page.fill("input[name=min_count]", "8")
+    page.fill("input[name=max_count]", "8")
+    page.fill("input[name=tokens]", "1e10")
+    page.fill("input[name=global_batch]", "64")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    arch = load_model("mistral-7b")
+    best = plan_training(TrainScenario.model_validate({
+        "model": arch.name, "training": {"tokens": 1e10, "global_batch": 64, "seq_len": 4096},
+        "hardware": {"gpus": ["h100-sxm5-80gb"], "min_count": 8, "max_count": 8}}),
+        arch=arch).best[0]
+    assert _text(page, "step time") == f"{best.step_s:,.3f} s"
+    assert _text(page, "MFU") == f"{best.mfu:.1%}"
+    page.close()
+    assert not errors

@@ -86,9 +86,9 @@ def _checkpoints(scenario, arch, best) -> tuple[dict | None, dict | None, str]:
     return numbers, figure, ""
 
 
-def training_document(scenario, result) -> dict:
+def training_document(scenario, result, arch=None) -> dict:
     """The document of `plan_training(scenario)`'s result."""
-    arch = load_model(scenario.model)
+    arch = arch or load_model(scenario.model)
     best = result.best[0]
     others = [p for p in result.by_accelerator if p.accelerator != best.accelerator]
     figures = {"frontier_gpu_hours": fig.frontier_figure(result)}

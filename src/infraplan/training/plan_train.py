@@ -7,6 +7,7 @@ from dataclasses import replace
 from infraplan.economics.spec import LinearCost, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
+from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
 from infraplan.training.evaluate import AUTO_RECOMPUTE, PlanResult, TrainingJob
@@ -68,8 +69,11 @@ def node_types(scenario: TrainScenario):
         hardware.cluster(g, hw.system).system, hw.network, hw.nics_per_node) for g in hw.gpus}
 
 
-def plan_training(scenario: TrainScenario, progress=None) -> SearchResult:
-    arch = load_model(scenario.model)
+def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None = None
+                  ) -> SearchResult:
+    """Search the scenario's plans; `arch` stands in for scenario.model (an uploaded
+    config.json), `progress(done, total)` is told per accelerator type."""
+    arch = arch or load_model(scenario.model)
     t = scenario.training
     job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,

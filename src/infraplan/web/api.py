@@ -53,7 +53,12 @@ def catalog_name(kind: str, name: str) -> str:
 class TrainRequest(_In):
     """A training plan: the fields of a `plan train` scenario the web form sets."""
 
-    model: str = Field(description="catalog model name ('llama-3.1-8b')", max_length=100)
+    model: str | None = Field(default=None, description="catalog model name "
+                              "('llama-3.1-8b'); or upload `config`", max_length=100)
+    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
+                                          "config.json's content (parsed in memory)")
+    name: str = Field(default="uploaded-model", max_length=100,
+                      description="label of an uploaded config")
     gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS,
                             description="accelerators to compare")
     min_count: int = Field(default=8, ge=1, le=MAX_GPUS, description="fewest GPUs")
@@ -183,8 +188,13 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     from infraplan.training.plan_train import knobs_for, plan_training
     from infraplan.workloads import TrainScenario, parse_spec
 
+    if (req.config is None) == (req.model is None):
+        raise InputError("give exactly one of model (a catalog name) or config (an uploaded "
+                         "config.json)")
+    arch = None if req.config is None else uploaded_arch(req.config, req.name)
+    model = arch.name if arch else catalog_name("model", req.model)
     gpus = [catalog_name("accelerator", g) for g in req.gpus]
-    raw = {"name": f"{req.model} training", "model": catalog_name("model", req.model),
+    raw = {"name": f"{model} training", "model": model,
            "training": {"tokens": req.tokens, "global_batch": req.global_batch,
                         "seq_len": req.seq_len, "precision": req.precision,
                         "optimizer": req.optimizer,
@@ -200,9 +210,9 @@ def plan_train(req: TrainRequest) -> PlanResponse:
                          f"cap of {MAX_COUNT_CHOICES}",
                          fix="narrow min_count..max_count, raise count_step or compare fewer "
                              "accelerators (or run `infraplan plan train` locally)")
-    result = plan_training(scenario)
+    result = plan_training(scenario, arch=arch)
     return _respond(dict(model=scenario.model, **result.to_json()),
-                    training_document(scenario, result))
+                    training_document(scenario, result, arch=arch))
 
 
 def _serve_scenario(req: _Serve, extra: dict):
@@ -255,7 +265,6 @@ def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
     model NAME --json` prints."""
     from infraplan.models import load_model
-    from infraplan.models.families import arch_from_config
     from infraplan.web.inspect import arch_summary
 
     if (req.config is None) == (req.model is None):
@@ -264,19 +273,24 @@ def inspect_model(req: InspectRequest) -> dict[str, Any]:
     if req.config is None:
         arch = load_model(catalog_name("model", req.model))
     else:
-        size = len(json.dumps(req.config))
-        if size > MAX_CONFIG_BYTES:
-            raise TooLarge(f"config: {size:,} bytes exceeds the cap of {MAX_CONFIG_BYTES:,}",
-                           fix="upload the model's config.json only (no weights or "
-                               "tokenizer)")
-        try:
-            return arch_summary(arch_from_config(req.config, name=req.name,
-                                                 origin="config.json"), req.seq_len)
-        except InputError:
-            raise
-        except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
-            raise InputError(f"config.json: not a supported model config "
-                             f"({type(exc).__name__}: {exc})",
-                             fix="upload a Hugging Face config.json of a supported family") \
-                from None
+        arch = uploaded_arch(req.config, req.name)
     return arch_summary(arch, req.seq_len)
+
+
+def uploaded_arch(config: dict[str, Any], name: str):
+    """The architecture of an uploaded config.json, parsed in memory (size capped)."""
+    from infraplan.models.families import arch_from_config
+
+    size = len(json.dumps(config))
+    if size > MAX_CONFIG_BYTES:
+        raise TooLarge(f"config: {size:,} bytes exceeds the cap of {MAX_CONFIG_BYTES:,}",
+                       fix="upload the model's config.json only (no weights or tokenizer)")
+    try:
+        return arch_from_config(config, name=name, origin="config.json")
+    except InputError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+        raise InputError(f"config.json: not a supported model config "
+                         f"({type(exc).__name__}: {exc})",
+                         fix="upload a Hugging Face config.json of a supported family") \
+            from None

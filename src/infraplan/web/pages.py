@@ -141,7 +141,7 @@ def train() -> HTMLResponse:
 <p class="hint">Searches every parallel plan (TP, PP, DP, CP, ZeRO, micro-batch, recompute,
 ...) for each accelerator and GPU count, keeps what fits, ranks by time to train.
 The form lives in the address bar: copy it to share the plan.</p></header>
-<form class="plan" data-endpoint="/api/plan/train">{form}</form>{RESULT}""")
+<form class="plan" data-endpoint="/api/plan/train" data-accepts-config="1">{form}</form>{RESULT}""")
 
 
 @pages.get("/serve", response_class=HTMLResponse)

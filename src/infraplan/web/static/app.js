@@ -146,8 +146,8 @@
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
-    if (!inspecting && payload.config) {
-      showError('Plans use catalog models; the uploaded config.json is shown above. ' +
+    if (!inspecting && payload.config && !form.hasAttribute('data-accepts-config')) {
+      showError('Serving plans use catalog models; the uploaded config.json is shown above. ' +
         'Clear the upload (reload the page) to plan with a catalog model.');
       return Promise.resolve();
     }
