@@ -157,8 +157,9 @@ def test_body_size_cap(client):
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd",
-                                  "examples/serve-llama8b-chat.yaml", "..", "pyproject.toml", "C:\\Windows\\win.ini",
-                                  "file:///etc/passwd", "~/.ssh/id_rsa", "README.md"])
+                                  "examples/serve-llama8b-chat.yaml", "..", "pyproject.toml",
+                                  "C:\\Windows\\win.ini", "file:///etc/passwd",
+                                  "~/.ssh/id_rsa", "README.md"])
 @pytest.mark.parametrize("path, field", [("/api/plan/train", "model"),
                                          ("/api/plan/train", "storage"),
                                          ("/api/simulate/serve", "gpu"),
