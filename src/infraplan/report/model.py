@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from infraplan.models import (forward_flops_per_token, kv_cache_bytes_per_token, load_model,
-                              matmul_flops_per_token, param_counts, training_flops_per_sequence)
+from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes_per_token,
+                              load_model, matmul_flops_per_token, param_counts,
+                              training_flops_per_sequence)
 from infraplan.units import format_count
 
 
 def model_summary(name: str, seq_len: int) -> dict:
-    arch = load_model(name)
+    """`infraplan model NAME`: a catalog model or a config.json path."""
+    return arch_summary(load_model(name), seq_len)
+
+
+def arch_summary(arch: ModelArch, seq_len: int) -> dict:
+    """Parameters, FLOPs per token and KV bytes per token of a parsed architecture (also
+    what the web page shows for an uploaded config.json), with the text view."""
     counts = param_counts(arch)
     at = arch.attention
     forward = float(forward_flops_per_token(arch, seq_len))
     training = training_flops_per_sequence(arch, seq_len).model / seq_len
-    kv = {dtype: kv_cache_bytes_per_token(arch, dtype) for dtype in ("bf16", "fp8")}
+    kv = {dtype: float(kv_cache_bytes_per_token(arch, dtype)) for dtype in ("bf16", "fp8")}
     data = {
         "model": arch.name, "family": arch.family, "params_total": counts.total,
         "params_active": counts.active, "params_embedding": counts.embedding,
@@ -22,9 +29,10 @@ def model_summary(name: str, seq_len: int) -> dict:
         "attention": at.kind, "heads": at.num_heads, "kv_heads": at.num_kv_heads,
         "head_dim": at.head_dim, "vocab_size": arch.vocab_size,
         "tied_embeddings": arch.tie_word_embeddings, "seq_len": seq_len,
-        "matmul_flops_per_token": matmul_flops_per_token(arch),
-        "forward_flops_per_token": forward, "training_flops_per_token": training,
+        "matmul_flops_per_token": float(matmul_flops_per_token(arch)),
+        "forward_flops_per_token": forward, "training_flops_per_token": float(training),
         "kv_cache_bytes_per_token": kv,
+        "max_position_embeddings": arch.max_position_embeddings,
     }
     moe = arch.moe
     lines = [

@@ -265,7 +265,7 @@ def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
     model NAME --json` prints."""
     from infraplan.models import load_model
-    from infraplan.web.inspect import arch_summary
+    from infraplan.report.model import arch_summary
 
     if (req.config is None) == (req.model is None):
         raise InputError("give exactly one of config (a config.json's content) or model "
