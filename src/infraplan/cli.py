@@ -206,7 +206,8 @@ def _run_simulate_serve(args) -> int:
     scenario, base = _load_serve(args.scenario)
     dep = scenario.deployment_spec()
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
-    result = simulate(dep, requests, base_dir=base)
+    with progress(args, "simulating requests") as tick:
+        result = simulate(dep, requests, base_dir=base, progress=tick)
     gpu = result.replica.gpu.name
     summary = summarize(result, slo=scenario.slo.to_slo(),
                         usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
