@@ -123,3 +123,16 @@ def test_nics_without_a_network_is_explained():
         plan_training(_scenario_70b_32_gpus(nics_per_node=2))
     with pytest.raises(InputError, match="did you mean"):
         plan_training(_scenario_70b_32_gpus(network="ethernet-100"))
+
+
+def test_sliced_evaluation_for_a_progress_bar_changes_nothing():
+    ticks = []
+    scenario = _scenario_70b_32_gpus().model_copy(update={"top": 3})
+    scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
+        update={"counts": (16, 32, 64, 128)})})
+    plain = plan_training(scenario)
+    watched = plan_training(scenario, progress=lambda done, total: ticks.append((done, total)))
+    assert [p.step_s for p in watched.best] == [p.step_s for p in plain.best]
+    assert watched.configs_evaluated == plain.configs_evaluated
+    assert watched.candidates == plain.candidates
+    assert ticks[-1] == (4, 4) and len(ticks) == 4
