@@ -152,7 +152,7 @@ def test_atomic_write(tmp_path, monkeypatch):
         report_html.write_report(tmp_path / "missing.yaml", out)
     assert out.read_text() == "old report"
 
-    def broken(_):
+    def broken(_, progress=None):
         raise RuntimeError("planner crashed half-way")
 
     monkeypatch.setattr(report_html, "render_report", broken)
@@ -160,7 +160,7 @@ def test_atomic_write(tmp_path, monkeypatch):
         report_html.write_report(TRAIN, out)
     assert out.read_text() == "old report"
 
-    monkeypatch.setattr(report_html, "render_report", lambda _: "<html>new</html>")
+    monkeypatch.setattr(report_html, "render_report", lambda _, progress=None: "<html>new</html>")
     report_html.write_report(TRAIN, out)
     assert out.read_text() == "<html>new</html>"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"], "no temporary file left"
@@ -200,7 +200,7 @@ def test_cli_report_command(tmp_path, monkeypatch, capsys):
     require("plotly")
     import infraplan.report.html as report_html
 
-    monkeypatch.setattr(report_html, "render_report", lambda path: f"<html>{path}</html>")
+    monkeypatch.setattr(report_html, "render_report", lambda path, progress=None: f"<html>{path}</html>")
     args = _parser().parse_args(["report", str(SERVE), "-o", str(tmp_path / "r.html")])
     assert args.run(args) == 0
     assert (tmp_path / "r.html").read_text() == f"<html>{SERVE}</html>"

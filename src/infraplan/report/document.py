@@ -89,9 +89,9 @@ def scenario_kind(raw: dict, origin: str) -> str:
                      fix="start from examples/train-*.yaml or examples/serve-*.yaml")
 
 
-def build_document(scenario_path: str | Path) -> dict:
+def build_document(scenario_path: str | Path, progress=None) -> dict:
     """Read a training or serving scenario, run the library's plan (and simulation), and
-    return the document."""
+    return the document; `progress(done, total)` follows the plan search."""
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
@@ -110,10 +110,10 @@ def build_document(scenario_path: str | Path) -> dict:
         from infraplan.workloads import TrainScenario, load_scenario
 
         scenario = load_scenario(path, TrainScenario)
-        return training_document(scenario, plan_training(scenario))
+        return training_document(scenario, plan_training(scenario, progress=progress))
     from infraplan.report.document_serve import serving_document
     from infraplan.serving.scenario import ServeScenario
     from infraplan.workloads import load_scenario
 
     scenario = load_scenario(path, ServeScenario)
-    return serving_document(scenario, base_dir=path.parent)
+    return serving_document(scenario, base_dir=path.parent, progress=progress)

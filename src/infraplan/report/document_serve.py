@@ -110,11 +110,12 @@ def _latency_table(summary: dict) -> dict:
 
 def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      simulate_deployment: bool = True, sweep: bool = True,
-                     sweep_requests: int = SWEEP_REQUESTS) -> dict:
+                     sweep_requests: int = SWEEP_REQUESTS, progress=None) -> dict:
     """Plan (when the scenario has `search` and `plan` is true, or `plan` is a ServePlan),
     simulate (the scenario's deployment, else the plan's choice), sweep the load."""
     if plan is True:
-        plan = plan_serving(scenario, base_dir=base_dir) if scenario.search else None
+        plan = plan_serving(scenario, base_dir=base_dir, progress=progress) \
+            if scenario.search else None
     plan = plan or None
     sim = None
     if simulate_deployment and scenario.deployment is not None:

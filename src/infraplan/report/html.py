@@ -191,12 +191,12 @@ def render_document(doc: dict) -> str:
 """
 
 
-def render_report(scenario_path: str | Path) -> str:
+def render_report(scenario_path: str | Path, progress=None) -> str:
     """The HTML report of a training or serving scenario file."""
     from infraplan.report.document import build_document
 
     plotly_js()  # fail on a missing plotly before the (long) planning run
-    return render_document(build_document(scenario_path))
+    return render_document(build_document(scenario_path, progress))
 
 
 def _umask() -> int:
@@ -225,6 +225,6 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_report(scenario_path: str | Path, out_path: str | Path) -> Path:
+def write_report(scenario_path: str | Path, out_path: str | Path, progress=None) -> Path:
     """Render the report and write it atomically; on any failure no file is left."""
-    return write_atomic(out_path, render_report(scenario_path))
+    return write_atomic(out_path, render_report(scenario_path, progress))

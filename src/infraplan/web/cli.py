@@ -35,8 +35,8 @@ def add_report(sub) -> None:
 def run_report(args) -> int:
     from infraplan.report.html import write_report
 
-    with progress(args, "planning and simulating"):
-        path = write_report(args.scenario, args.output)
+    with progress(args, "planning") as tick:
+        path = write_report(args.scenario, args.output, progress=tick)
     size = path.stat().st_size
     return emit(args, "report", {"output": str(path), "bytes": size},
                 lambda: f"wrote {path} ({size / 1e6:.1f} MB)",
