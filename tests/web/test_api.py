@@ -203,3 +203,24 @@ def test_plan_train_takes_an_uploaded_config_and_exactly_one_model(client):
     neither = client.post("/api/plan/train", json=body)
     assert both.status_code == neither.status_code == 422
     assert "exactly one" in both.json()["detail"]
+
+
+def test_serving_takes_an_uploaded_config(client):
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    config = json.loads((MODELS_DIR / load_catalog().models.get("llama-3.1-8b")
+                         .config_file).read_text())
+    for path, base in (("/api/simulate/serve", SIM_BODY), ("/api/plan/serve", PLAN_SERVE_BODY)):
+        body = {k: v for k, v in base.items() if k != "model"}
+        uploaded = client.post(path, json={**body, "config": config, "name": "mine"})
+        catalog = client.post(path, json=base)
+        assert uploaded.status_code == catalog.status_code == 200, uploaded.text
+        # the same architecture serves the same, whatever it is called
+        got, want = uploaded.json()["result"], catalog.json()["result"]
+        if path.endswith("simulate/serve"):
+            assert got["throughput"] == want["throughput"]
+        else:
+            for answer in (got, want):
+                answer["best"]["deployment"].pop("model")
+            assert got["best"] == want["best"]
+        assert client.post(path, json={**base, "config": config}).status_code == 422

@@ -33,11 +33,11 @@ def _price(scenario, gpu: str) -> tuple[float | None, str | None]:
         return None, str(exc)
 
 
-def simulate_scenario(scenario, base_dir: Path | None = None) -> dict:
+def simulate_scenario(scenario, base_dir: Path | None = None, arch=None) -> dict:
     """`infraplan simulate serve`: the scenario's deployment under its traffic."""
     dep = scenario.deployment_spec()
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
-    result = simulate(dep, requests, base_dir=base_dir)
+    result = simulate(dep, requests, base_dir=base_dir, arch=arch)
     price, note = _price(scenario, result.replica.gpu.name)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
@@ -110,16 +110,17 @@ def _latency_table(summary: dict) -> dict:
 
 def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      simulate_deployment: bool = True, sweep: bool = True,
-                     sweep_requests: int = SWEEP_REQUESTS, progress=None) -> dict:
+                     sweep_requests: int = SWEEP_REQUESTS, progress=None,
+                     arch=None) -> dict:
     """Plan (when the scenario has `search` and `plan` is true, or `plan` is a ServePlan),
     simulate (the scenario's deployment, else the plan's choice), sweep the load."""
     if plan is True:
-        plan = plan_serving(scenario, base_dir=base_dir, progress=progress) \
+        plan = plan_serving(scenario, base_dir=base_dir, progress=progress, arch=arch) \
             if scenario.search else None
     plan = plan or None
     sim = None
     if simulate_deployment and scenario.deployment is not None:
-        sim = simulate_scenario(scenario, base_dir)
+        sim = simulate_scenario(scenario, base_dir, arch)
     elif plan is not None and plan.best is not None:
         sim = simulate_best(scenario, plan, base_dir)
     if sim is None and plan is None:

@@ -117,12 +117,14 @@ def trtllm_bench_limits(kv_tokens: int, input_len: float, output_len: float) -> 
 
 
 def resolve(dep: Deployment, *, base_dir: Path | None = None,
-            mean_lengths: tuple[float, float] | None = None) -> ResolvedReplica:
+            mean_lengths: tuple[float, float] | None = None,
+            arch: ModelArch | None = None) -> ResolvedReplica:
     """Look everything up and build the step model and the memory plan.
 
-    `mean_lengths` (input, output) sizes the batch limits when `tuning` is trtllm-bench."""
+    `mean_lengths` (input, output) sizes the batch limits when `tuning` is trtllm-bench;
+    `arch` stands in for dep.model (an uploaded config.json)."""
     catalog = load_catalog()
-    arch = load_model(dep.model, base_dir=base_dir)
+    arch = arch or load_model(dep.model, base_dir=base_dir)
     gpu = catalog.accelerators.get(dep.gpu)
     engine = catalog.engines.get(dep.engine)
     heads = arch.attention.num_heads

@@ -109,8 +109,9 @@ def stationary_stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
 
 
 def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
-                 progress=None) -> ServePlan:
-    """The cheapest configuration meeting the SLOs; `progress(done, total)` per candidate."""
+                 progress=None, arch=None) -> ServePlan:
+    """The cheapest configuration meeting the SLOs; `progress(done, total)` per candidate;
+    `arch` stands in for scenario.model (an uploaded config.json)."""
     start = time.perf_counter()
     space = scenario.search
     if space is None:
@@ -134,7 +135,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         cand = Candidate(dep)
         try:
             price = scenario.price_per_gpu_hour(gpu)
-            resolved = resolve(dep, base_dir=base_dir)
+            resolved = resolve(dep, base_dir=base_dir, arch=arch)
         except InputError as exc:
             cand.reason = exc.message
             rejected.append(cand)

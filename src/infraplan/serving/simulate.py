@@ -40,13 +40,14 @@ class SimResult:
 
 
 def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = None,
-             resolved: ResolvedReplica | None = None, progress=None) -> SimResult:
+             resolved: ResolvedReplica | None = None, progress=None,
+             arch=None) -> SimResult:
     """Run the deployment over the requests; `progress(done, total)` hears of arrivals
     in chunks (nothing is added to the per-request loop)."""
     start = time.perf_counter()
     if len(requests) == 0:
         raise InputError("no requests to simulate", fix="set num_requests or duration_s > 0")
-    r = resolved or resolve(dep, base_dir=base_dir, mean_lengths=(
+    r = resolved or resolve(dep, base_dir=base_dir, arch=arch, mean_lengths=(
         float(requests.input_tokens.mean()), float(requests.output_tokens.mean())))
     book = RequestBook(requests.input_tokens.tolist(), requests.output_tokens.tolist())
     n = len(requests)

@@ -117,7 +117,12 @@ KvDtype = Literal["bf16", "fp16", "fp8"]
 
 
 class _Serve(_In):
-    model: str = Field(max_length=100, description="catalog model name")
+    model: str | None = Field(default=None, max_length=100,
+                              description="catalog model name; or upload `config`")
+    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
+                                          "config.json's content (parsed in memory)")
+    name: str = Field(default="uploaded-model", max_length=100,
+                      description="label of an uploaded config")
     traffic: TrafficIn = TrafficIn()
     slo: SloIn = SloIn()
     engine: str = Field(default="vllm", max_length=100)
@@ -188,11 +193,7 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     from infraplan.training.plan_train import knobs_for, plan_training
     from infraplan.workloads import TrainScenario, parse_spec
 
-    if (req.config is None) == (req.model is None):
-        raise InputError("give exactly one of model (a catalog name) or config (an uploaded "
-                         "config.json)")
-    arch = None if req.config is None else uploaded_arch(req.config, req.name)
-    model = arch.name if arch else catalog_name("model", req.model)
+    model, arch = _model(req)
     gpus = [catalog_name("accelerator", g) for g in req.gpus]
     raw = {"name": f"{model} training", "model": model,
            "training": {"tokens": req.tokens, "global_batch": req.global_batch,
@@ -215,10 +216,22 @@ def plan_train(req: TrainRequest) -> PlanResponse:
                     training_document(scenario, result, arch=arch))
 
 
+def _model(req) -> tuple[str, Any]:
+    """(model name, architecture or None): a catalog model, or an uploaded config.json."""
+    if (req.config is None) == (req.model is None):
+        raise InputError("give exactly one of model (a catalog name) or config (an uploaded "
+                         "config.json)")
+    if req.config is None:
+        return catalog_name("model", req.model), None
+    arch = uploaded_arch(req.config, req.name)
+    return arch.name, arch
+
+
 def _serve_scenario(req: _Serve, extra: dict):
     from infraplan.serving.scenario import ServeScenario
 
-    raw = {"name": f"{req.model} serving", "model": catalog_name("model", req.model),
+    model, _ = _model(req)
+    raw = {"name": f"{model} serving", "model": model,
            "traffic": req.traffic.spec(), "slo": req.slo.model_dump(exclude_none=True),
            "pricing": req.pricing, "seed": req.seed, **extra}
     return ServeScenario.model_validate(raw)
@@ -235,7 +248,7 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     scenario = _serve_scenario(req, {"deployment": {k: v for k, v in deployment.items()
                                                     if v is not None}})
     doc = serving_document(scenario, plan=False, sweep=req.sweep,
-                           sweep_requests=SWEEP_REQUESTS)
+                           sweep_requests=SWEEP_REQUESTS, arch=_model(req)[1])
     return _respond(doc["simulation"], doc)
 
 
@@ -256,7 +269,8 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
               "kv_dtypes": list(dict.fromkeys(req.kv_dtypes)),
               "engine": catalog_name("engine", req.engine), "max_replicas": req.max_replicas}
     scenario = _serve_scenario(req, {"search": search})
-    doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS)
+    doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS,
+                           arch=_model(req)[1])
     return _respond(doc["plan"], doc)
 
 

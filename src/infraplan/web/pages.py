@@ -141,7 +141,7 @@ def train() -> HTMLResponse:
 <p class="hint">Searches every parallel plan (TP, PP, DP, CP, ZeRO, micro-batch, recompute,
 ...) for each accelerator and GPU count, keeps what fits, ranks by time to train.
 The form lives in the address bar: copy it to share the plan.</p></header>
-<form class="plan" data-endpoint="/api/plan/train" data-accepts-config="1">{form}</form>{RESULT}""")
+<form class="plan" data-endpoint="/api/plan/train">{form}</form>{RESULT}""")
 
 
 @pages.get("/serve", response_class=HTMLResponse)
@@ -192,7 +192,8 @@ def serve() -> HTMLResponse:
 <p class="hint">Plan: for each accelerator x TP x weight format, the fewest replicas that
 meet the SLOs at the traffic's rate, cheapest first. Simulate: one deployment under the
 traffic. The form lives in the address bar: copy it to share the result.</p></header>
-<form class="plan" data-endpoint="/api/plan/serve" data-endpoint-plan="/api/plan/serve"
+<form class="plan" data-endpoint="/api/plan/serve"
+ data-endpoint-plan="/api/plan/serve"
  data-endpoint-simulate="/api/simulate/serve">{form}</form>{RESULT}""")
 
 

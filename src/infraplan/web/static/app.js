@@ -146,11 +146,6 @@
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
-    if (!inspecting && payload.config && !form.hasAttribute('data-accepts-config')) {
-      showError('Serving plans use catalog models; the uploaded config.json is shown above. ' +
-        'Clear the upload (reload the page) to plan with a catalog model.');
-      return Promise.resolve();
-    }
     if (!uploaded) { history.replaceState(null, '', '?' + query()); }
     var button = form.querySelector('button[type=submit]');
     button.disabled = true;
