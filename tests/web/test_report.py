@@ -200,7 +200,8 @@ def test_cli_report_command(tmp_path, monkeypatch, capsys):
     require("plotly")
     import infraplan.report.html as report_html
 
-    monkeypatch.setattr(report_html, "render_report", lambda path, progress=None: f"<html>{path}</html>")
+    monkeypatch.setattr(report_html, "render_report",
+                        lambda path, progress=None: f"<html>{path}</html>")
     args = _parser().parse_args(["report", str(SERVE), "-o", str(tmp_path / "r.html")])
     assert args.run(args) == 0
     assert (tmp_path / "r.html").read_text() == f"<html>{SERVE}</html>"
