@@ -75,7 +75,10 @@ def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
 
     monkeypatch.setattr("infraplan.economics.spec.cheapest_offer_price", no_offer)
     result = plan_training(_scenario())  # ranking by time needs no price
-    assert result.best[0].economics is None and "no cost" in result.notes[0]
+    assert "no cost" in result.notes[0]
+    economics = result.best[0].economics  # energy and carbon still count
+    assert economics["cost"] is None and "no on_demand price" in economics["missing_price"]
+    assert economics["energy_kwh"] > 0 and economics["carbon_kg_co2e"] > 0
     with pytest.raises(InputError, match="no on_demand price for h100"):
         plan_training(_scenario(objective="cost"))
     priced = plan_training(_scenario(objective="cost", prices={"h100": 2.0, "a100": 1.0}))

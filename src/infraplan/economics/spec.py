@@ -23,6 +23,7 @@ from infraplan.catalog import load_catalog
 from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
 from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
+from infraplan.errors import InputError
 
 Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
 DEFAULT_REGION = "world"  # catalog/data/grid_intensity.yaml: Ember's 2023 world average
@@ -95,15 +96,17 @@ class LinearCost:
 
 @dataclass(frozen=True)
 class PlanEconomics:
-    cost: CostBreakdown
+    cost: CostBreakdown | None  # None: no price for the accelerator (energy still counts)
     energy: EnergyEstimate
-    usd_per_gpu_hour: float
+    usd_per_gpu_hour: float | None
     pricing: str
+    missing_price: str = ""  # why there is no cost
 
     def to_json(self) -> dict:
         e = self.energy
-        return {"cost": self.cost.to_dict(), "usd_per_gpu_hour": self.usd_per_gpu_hour,
-                "pricing": self.pricing, "energy_kwh": e.energy_kwh,
+        return {"cost": self.cost.to_dict() if self.cost else None,
+                "usd_per_gpu_hour": self.usd_per_gpu_hour, "pricing": self.pricing,
+                "missing_price": self.missing_price, "energy_kwh": e.energy_kwh,
                 "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
                 "region": e.region, "energy_formula": e.formula,
                 "intensity_note": e.intensity_note}
@@ -112,12 +115,17 @@ class PlanEconomics:
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute") -> PlanEconomics:
-    """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`."""
-    price = price_per_gpu_hour(gpu, prices=prices, pricing=pricing)
-    label = f"{compute_label} ({pricing.replace('_', '-')})"
-    breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label)
+    """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`.
+    Without a price for the accelerator the cost is None and says why; energy and carbon
+    are always there."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
+    try:
+        price = price_per_gpu_hour(gpu, prices=prices, pricing=pricing)
+    except InputError as exc:
+        return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
+    label = f"{compute_label} ({pricing.replace('_', '-')})"
+    breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label)
     return PlanEconomics(breakdown, estimate, price, pricing)

@@ -37,7 +37,8 @@ def _plans_table(title: str, plans) -> dict:
 
 def _costs(plans) -> dict:
     """{id(plan): cost line items} for plans priced by plan_training."""
-    return {id(p): fig.cost_items(p.economics) for p in plans if p.economics}
+    return {id(p): fig.cost_items(p.economics) for p in plans
+            if p.economics and p.economics["cost"]}
 
 
 def _memory_bars(scenario, arch, plans) -> list[dict]:

@@ -20,7 +20,8 @@ def _days(seconds):
 
 
 def _usd(p) -> str:
-    return f"${p.economics['cost']['total_usd']:,.0f}" if p.economics else "-"
+    cost = p.economics and p.economics["cost"]
+    return f"${cost['total_usd']:,.0f}" if cost else "-"
 
 
 def plans_table(plans) -> str:
@@ -37,9 +38,12 @@ def plans_table(plans) -> str:
 
 def economics_lines(e: dict) -> list[str]:
     """A plan's cost line items, energy and carbon, each with how it was computed."""
-    lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
-    lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
-              for i in e["cost"]["items"]]
+    if e["cost"] is None:
+        lines = [f"cost: unknown ({e['missing_price']})"]
+    else:
+        lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
+        lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
+                  for i in e["cost"]["items"]]
     lines.append(f"energy {e['energy_formula']}")
     if e["intensity_note"]:
         hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
@@ -72,7 +76,7 @@ def search_report(model: str, result) -> str:
              breakdown(best), ""]
     if len(result.by_accelerator) > 1:
         lines += ["best plan of each accelerator:", plans_table(result.by_accelerator), ""]
-    axis = "cost" if best.economics else "GPU-hours"
+    axis = "cost" if best.economics and best.economics["cost"] else "GPU-hours"
     lines += [f"time vs {axis} frontier:", plans_table(result.frontier)]
     if result.rejected:
         lines += ["", "why other choices lost (best plan with that value):"]

@@ -90,10 +90,10 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
                     budget_gpu_hours=scenario.constraints.budget_gpu_hours, cost=cost,
                     budget_usd=scenario.constraints.budget_usd, objective=scenario.objective,
                     progress=progress)
-    if cost is not None:
+    if job.tokens:
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
-    elif job.tokens:
+    if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
     return result
