@@ -151,7 +151,23 @@ def apply_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
     return out
 
 
+# A scenario of one kind handed to another command: (expected model, a key that marks the
+# other kind, what the file is, the commands that take it).
+KIND_MIXUPS = (
+    ("TrainScenario", "traffic", "a serving scenario (it has traffic:)",
+     "infraplan plan serve / simulate serve"),
+    ("ServeScenario", "training", "a training or memory scenario (it has training:)",
+     "infraplan plan train / simulate train / memory"),
+    ("MemoryScenario", "traffic", "a serving scenario (it has traffic:)",
+     "infraplan plan serve / simulate serve"),
+)
+
+
 def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
+    for expected, key, what, commands in KIND_MIXUPS:
+        if model.__name__ == expected and key in raw:
+            raise InputError(f"{origin}: {what}, not what this command reads",
+                             fix=f"run it with {commands}")
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,3 +63,20 @@ def test_min_gpus_is_the_sharded_model_states_over_usable_memory():
                              MemoryOptions(seq_len=8192))
     usable = report.capacity_bytes - 0.75 * 2**30 - 0.5 * 2**30
     assert min_gpus_for_states(report) == math.ceil(report.params_total * 16 / usable) == 14
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["simulate", "train", "examples/serve-llama8b-chat.yaml"], "plan serve / simulate serve"),
+    (["plan", "train", "examples/serve-llama8b-chat.yaml"], "plan serve / simulate serve"),
+    (["memory", "examples/serve-llama8b-chat.yaml"], "plan serve / simulate serve"),
+    (["plan", "serve", "examples/train-llama-3.1-70b.yaml"], "plan train / simulate train"),
+    (["simulate", "serve", "examples/memory-llama-3.1-8b-qlora.yaml"], "memory"),
+])
+def test_a_scenario_given_to_the_wrong_command_says_which_one(capsys, argv, hint):
+    from infraplan.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [str(root / a) if a.endswith(".yaml") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert hint in err and err.count("\n") == 1
