@@ -132,9 +132,12 @@ def _fabric(gpu_name: str, system: System) -> Fabric:
     # Ring figures only: NVLink SHARP (NVLS) all-reduce beats the link rate but serves only
     # some collectives, and the model here is ring/tree (NVLS rows are their own kind, so a
     # node measured only with NVLS takes the default bus fraction).
+    # PCIe-only nodes without a measurement of their own: peer traffic crosses the CPU's root
+    # complex and memory, so rings there reach a smaller share of the link rate
+    default_intra = "default-pcie-bus-fraction" if c.system.intra_node_fabric == "pcie" \
+        else "default-intra-node-bus-fraction"
     intra = _best_fraction(base_name, ("allreduce_intra_node",), intra_nominal,
-                           use_bytes=True, pick=min) or calibration(
-        "default-intra-node-bus-fraction")
+                           use_bytes=True, pick=min) or calibration(default_intra)
     g = c.system.accelerators_per_node
     inter_nominal = min(intra_nominal, g * c.nic_bytes_per_s_per_gpu)
     inter = (None if network_swap else _best_fraction(
