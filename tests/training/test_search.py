@@ -125,14 +125,26 @@ def test_nics_without_a_network_is_explained():
         plan_training(_scenario_70b_32_gpus(network="ethernet-100"))
 
 
-def test_sliced_evaluation_for_a_progress_bar_changes_nothing():
-    ticks = []
+def test_chunked_evaluation_changes_nothing_and_drives_the_progress_bar(monkeypatch):
+    """The space is expanded and evaluated a bounded chunk at a time: tiny chunks give the
+    same plans, frontier, reasons and counts as one chunk, and the progress ticks run up
+    through the GPU counts."""
+    from infraplan.training import space as space_module
+
     scenario = _scenario_70b_32_gpus().model_copy(update={"top": 3})
     scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
         update={"counts": (16, 32, 64, 128)})})
-    plain = plan_training(scenario)
-    watched = plan_training(scenario, progress=lambda done, total: ticks.append((done, total)))
-    assert [p.step_s for p in watched.best] == [p.step_s for p in plain.best]
-    assert watched.configs_evaluated == plain.configs_evaluated
-    assert watched.candidates == plain.candidates
-    assert ticks[-1] == (4, 4) and len(ticks) == 4
+    monkeypatch.setattr(space_module, "CHUNK_PLANS", 1 << 30)
+    whole = plan_training(scenario)
+    monkeypatch.setattr(space_module, "CHUNK_PLANS", 997)
+    ticks = []
+    chunked = plan_training(scenario, progress=lambda done, total: ticks.append((done, total)))
+
+    def summary(r):
+        return ([(p.describe(), p.plan.num_gpus, p.step_s) for p in r.best],
+                [(p.describe(), p.step_s) for p in r.frontier], r.rejected,
+                r.configs_evaluated, r.candidates, r.fitting)
+
+    assert summary(chunked) == summary(whole)
+    assert len(ticks) > 4 and ticks[-1] == (4, 4)
+    assert [d for d, _ in ticks] == sorted(d for d, _ in ticks)

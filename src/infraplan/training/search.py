@@ -5,7 +5,7 @@ time, and return the time vs GPU-hours Pareto frontier and why the other knob va
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,14 +15,18 @@ from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.training.evaluate import PlanResult, TrainingJob, evaluate_plan, evaluate_plans
+from infraplan.training.layer_time import PlanArrays
 from infraplan.training.plan import ParallelPlan
 from infraplan.training.space import Knobs, build_space
 from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
 
-COUNT_SLICES = 8  # GPU-count slices per accelerator: progress steps, arrays still large
 KNOB_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute",
                 "tp_overlap")
+# what ranking, limits, the frontier and the rejected-knob reasons read; the few plans
+# shown are evaluated again in full (evaluate_plan, _breakdown)
+KEPT_COLUMNS = frozenset({"fits", "step_s", "time_to_train_s", "gpu_hours", "gpus",
+                          "memory_bytes", "capacity_bytes", "recompute"})
 KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp": "VP",
                "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
                "sp": "sequence parallel", "tp_overlap": "TP comm overlap"}
@@ -65,28 +69,25 @@ class _Evaluated:
 
 
 def _evaluate_gpu(arch, gpu, job, knobs, system, tick=None):
-    """Every plan of one accelerator type. With `tick` (someone is watching a progress
-    bar) the GPU counts go in a few slices, `tick(counts_done)` after each; the results are
-    the same, the single pass is ~13% faster."""
-    counts = knobs.gpus
-    step = len(counts) if tick is None else max(1, -(-len(counts) // COUNT_SLICES))
-    parts, candidates = [], 0
-    for first in range(0, len(counts), step):
-        space = build_space(arch, replace(knobs, gpus=counts[first:first + step]),
-                            seq_len=job.seq_len, global_batch=job.global_batch)
-        candidates += space.candidates
-        p = space.plans
-        if len(p.tp):
-            out = evaluate_plans(arch, gpu, job, p, system=system)
-            cols = {k: getattr(p, k) for k in KNOB_COLUMNS}
+    """Every plan of one accelerator type, expanded and evaluated a bounded chunk at a time
+    (space.CHUNK_PLANS); `tick(counts_done)` after each chunk, in GPU counts (the outer rows
+    run through the counts in order)."""
+    space = build_space(arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch)
+    parts = []
+    for plans, _, rows_done in space.chunks():
+        if len(plans.tp):
+            out = evaluate_plans(arch, gpu, job, plans, system=system)
+            cols = {k: getattr(plans, k) for k in KNOB_COLUMNS}
             cols["recompute"] = out["recompute"]  # auto resolved to a share of layers
-            parts.append((cols, out))
+            parts.append((cols, {k: v for k, v in out.items() if k in KEPT_COLUMNS}))
         if tick:
-            tick(min(len(counts), first + step))
+            tick(len(knobs.gpus) * rows_done // max(space.outer_rows, 1))
+    if tick and not space.outer_rows:
+        tick(len(knobs.gpus))
     cols = {k: np.concatenate([c[k] for c, _ in parts]) for k in KNOB_COLUMNS} if parts \
         else {k: np.zeros(0) for k in KNOB_COLUMNS}
     out = {k: np.concatenate([o[k] for _, o in parts]) for k in parts[0][1]} if parts else {}
-    return _Evaluated(gpu, system, cols, out), candidates, len(cols["tp"])
+    return _Evaluated(gpu, system, cols, out), space.candidates, len(cols["tp"])
 
 
 def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
@@ -160,7 +161,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
         per_gpu.setdefault(ev.gpu, (ev, i))
     by_accelerator = [_result(arch, ev, i, job) for ev, i in per_gpu.values()]
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
-                        rejected=_why_rejected(best_ev, best_i),
+                        rejected=_why_rejected(arch, job, best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
                         search_seconds=elapsed)
 
@@ -223,14 +224,14 @@ def _objective(ev: _Evaluated, objective: str) -> np.ndarray:
     return ev.out.get("time_to_train_s", ev.out["step_s"])
 
 
-def _why_rejected(ev: _Evaluated, best: int, limit: int = 4) -> list[str]:
+def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[str]:
     """For each knob, the best plan with another value of it and what made it lose: the
     memory it needs, or the part of the step that grew (compared at the best plan's GPU
     count when that count allows the value). Up to `limit` values per knob, the nearest."""
     out = ev.out
     objective = out.get("time_to_train_s", out["step_s"])
     same_count = out["gpus"] == out["gpus"][best]
-    reasons = []
+    found = []  # (knob label, shown value, plan index or a finished reason)
     for knob, label in KNOB_LABELS.items():
         column = _knob_column(ev, knob)
         others = [v for v in np.unique(column) if v != column[best]]
@@ -242,24 +243,45 @@ def _why_rejected(ev: _Evaluated, best: int, limit: int = 4) -> list[str]:
             if not fit.any():
                 need = out["memory_bytes"][rows].min() / GiB
                 cap = out["capacity_bytes"][best] / GiB
-                reasons.append(f"{label}={shown}: does not fit (at least {need:.1f} GiB of "
-                               f"{cap:.1f} GiB)")
+                found.append((label, shown, f"{label}={shown}: does not fit (at least "
+                                            f"{need:.1f} GiB of {cap:.1f} GiB)"))
                 continue
             pool = fit & same_count if (fit & same_count).any() else fit
             j = int(np.flatnonzero(pool)[np.argmin(objective[pool])])
             slower = objective[j] / objective[best] - 1
             if not same_count[j]:
-                reasons.append(f"{label}={shown}: {slower:+.0%}, best at {int(out['gpus'][j])} "
-                               f"GPUs ({int(out['gpus'][best])} GPUs do not divide into it)")
+                found.append((label, shown, f"{label}={shown}: {slower:+.0%}, best at "
+                              f"{int(out['gpus'][j])} GPUs ({int(out['gpus'][best])} GPUs "
+                              "do not divide into it)"))
                 continue
-            deltas = {k: out[f"time.{k}"][j] - out[f"time.{k}"][best] for k in BREAKDOWN}
-            worst = max(deltas, key=deltas.get)
-            why = COMPONENT_LABELS[worst]
-            if knob == "tp" and value > 1 and _crosses_node(ev, value):
-                why += f"; TP={shown} crosses the node boundary"
-            reasons.append(f"{label}={shown}: {slower:+.0%}, mostly {why} "
-                           f"(+{deltas[worst]:.3f} s per step)")
+            found.append((knob, shown, (j, slower)))
+    compared = [best] + [f[2][0] for f in found if not isinstance(f[2], str)]
+    parts = _breakdown(arch, job, ev, compared)
+    reasons = []
+    for knob, shown, what in found:
+        if isinstance(what, str):
+            reasons.append(what)
+            continue
+        j, slower = what
+        at = compared.index(j)
+        deltas = {k: parts[k][at] - parts[k][0] for k in BREAKDOWN}
+        worst = max(deltas, key=deltas.get)
+        why = COMPONENT_LABELS[worst]
+        if knob == "tp" and _crosses_node(ev, float(ev.cols["tp"][j])):
+            why += f"; TP={shown} crosses the node boundary"
+        reasons.append(f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
+                       f"(+{deltas[worst]:.3f} s per step)")
     return reasons
+
+
+def _breakdown(arch, job, ev: _Evaluated, rows: list[int]) -> dict[str, np.ndarray]:
+    """The step-time parts of a few evaluated plans (the search keeps only what it ranks
+    by), evaluated again at once: the evaluation is per plan, so they are the same numbers."""
+    idx = np.asarray(rows, dtype=int)
+    plans = PlanArrays(**{k: ev.cols[k][idx] for k in KNOB_COLUMNS},
+                       microbatches=job.global_batch / (ev.cols["dp"][idx] * ev.cols["mb"][idx]))
+    out = evaluate_plans(arch, ev.gpu, job, plans, system=ev.system)
+    return {k: out[f"time.{k}"] for k in BREAKDOWN}
 
 
 def _knob_column(ev: _Evaluated, knob: str) -> np.ndarray:

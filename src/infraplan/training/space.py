@@ -43,11 +43,71 @@ def default_pp(arch: ModelArch) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+# Plans expanded and evaluated at a time: a chunk's arrays are a few MB, so a search of
+# millions of plans neither holds gigabytes of candidates nor pays the kernel to zero
+# fresh pages for every temporary (page faults had cost more than the arithmetic).
+CHUNK_PLANS = 1 << 19
+
+
 @dataclass(frozen=True)
 class Space:
-    plans: PlanArrays
-    gpus: np.ndarray
+    """The pruned outer rows (GPU count x TP x PP x CP, with the DP they leave) and the
+    inner knob combinations; `chunks()` expands them into runnable plans a bounded batch at
+    a time."""
+
+    outer: dict[str, np.ndarray]
+    inner: dict[str, np.ndarray]
     candidates: int  # size of the product before any pruning
+    num_layers: int
+    global_batch: int
+
+    @property
+    def outer_rows(self) -> int:
+        return len(self.outer["n"])
+
+    def chunks(self, max_plans: int | None = None):
+        """(plans, GPU counts, outer rows done): the runnable plans in outer-row order, at
+        most `max_plans` (CHUNK_PLANS by default) at a time. Runnability is a 2-D mask of
+        outer rows x inner combinations, so only surviving plans are ever gathered."""
+        max_plans = max_plans or CHUNK_PLANS
+        n_in = max(len(self.inner["zero"]), 1)
+        block = max(1, max_plans // n_in)  # outer rows masked at once: <= max_plans cells
+        pending, count = [], 0
+        for first in range(0, self.outer_rows, block):
+            last = min(first + block, self.outer_rows)
+            oi, ii = np.nonzero(self._runnable(slice(first, last)))
+            if count and count + len(oi) > max_plans:
+                yield self._gather(pending) + (first,)
+                pending, count = [], 0
+            pending.append((oi + first, ii))
+            count += len(oi)
+        if pending or not self.outer_rows:
+            yield self._gather(pending) + (self.outer_rows,)
+
+    def _runnable(self, rows: slice) -> np.ndarray:
+        """(outer rows, inner combinations) that can run together."""
+        o = {k: v[rows, None] for k, v in self.outer.items()}
+        i = {k: v[None, :] for k, v in self.inner.items()}
+        ok = (self.global_batch % (o["dp"] * i["mb"])) == 0
+        ok &= (i["sp"] == 0) | (o["tp"] > 1)
+        ok &= (i["tp_overlap"] == 0) | (i["sp"] > 0)  # userbuffer overlap needs SP
+        # interleaving needs a pipeline and at least one layer per model chunk; uneven
+        # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
+        ok &= (i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers))
+        ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
+        return ok
+
+    def _gather(self, pending) -> tuple[PlanArrays, np.ndarray]:
+        oi = np.concatenate([o for o, _ in pending]) if pending else np.zeros(0, int)
+        ii = np.concatenate([i for _, i in pending]) if pending else np.zeros(0, int)
+        col = {k: v[oi] for k, v in self.outer.items()}
+        col.update({k: v[ii] for k, v in self.inner.items()})
+        plans = PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"],
+                           ep=col["ep"], vp=col["vp"], zero=col["zero"], sp=col["sp"],
+                           mb=col["mb"], recompute=col["recompute"],
+                           microbatches=self.global_batch / (col["dp"] * col["mb"]),
+                           tp_overlap=col["tp_overlap"])
+        return plans, col["n"]
 
 
 def _product(**axes) -> dict[str, np.ndarray]:
@@ -84,29 +144,8 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
         ok &= np.isin(dp, knobs.dp)
     o = {k: v[ok] for k, v in o.items()}
     o["dp"] = dp[ok]
-
-    # inner axes by index arithmetic: outer index x inner combination
     inner_axes = _product(zero=knobs.zero, mb=knobs.micro_batch, recompute=knobs.recompute,
                           sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
                           tp_overlap=knobs.tp_overlap)
-    n_out, n_in = len(o["n"]), len(inner_axes["zero"])
-    outer_idx = np.repeat(np.arange(n_out), n_in)
-    inner_idx = np.tile(np.arange(n_in), n_out)
-    col = {k: v[outer_idx] for k, v in o.items()}
-    col.update({k: v[inner_idx] for k, v in inner_axes.items()})
-
-    per_step = col["dp"] * col["mb"]
-    ok = (global_batch % per_step) == 0
-    ok &= (col["sp"] == 0) | (col["tp"] > 1)
-    ok &= (col["tp_overlap"] == 0) | (col["sp"] > 0)  # userbuffer overlap needs SP
-    # interleaving needs a pipeline and at least one layer per model chunk; uneven
-    # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
-    ok &= (col["vp"] == 1) | ((col["pp"] > 1) & (col["pp"] * col["vp"] <= arch.num_layers))
-    ok &= ((col["dp"] * col["cp"]) % col["ep"]) == 0
-    col = {k: v[ok] for k, v in col.items()}
-    plans = PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"], ep=col["ep"],
-                       vp=col["vp"], zero=col["zero"], sp=col["sp"], mb=col["mb"],
-                       recompute=col["recompute"],
-                       microbatches=global_batch / (col["dp"] * col["mb"]),
-                       tp_overlap=col["tp_overlap"])
-    return Space(plans=plans, gpus=col["n"], candidates=candidates)
+    return Space(outer=o, inner=inner_axes, candidates=candidates,
+                 num_layers=arch.num_layers, global_batch=global_batch)

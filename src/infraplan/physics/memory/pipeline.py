@@ -29,25 +29,45 @@ def inflight_layer_units(rank, pp, vp, num_microbatches, layers_on_rank):
     return chunks * np.asarray(layers_on_rank, dtype=float) / np.asarray(vp, dtype=float)
 
 
+def _codes(column) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, each entry's index into them). Knob columns hold a few small
+    whole numbers: a counting pass finds them in O(n); anything else is sorted."""
+    c = np.asarray(column).ravel()
+    if c.size and c.min() >= 0 and c.max() < 1 << 16:
+        ints = c.astype(np.int64)
+        if np.array_equal(ints, c):
+            present = np.bincount(ints) > 0
+            return np.flatnonzero(present), (np.cumsum(present) - 1)[ints]
+    values, codes = np.unique(c, return_inverse=True)
+    return values, codes.ravel()
+
+
 def unique_rows(*columns):
-    """(first index of each distinct row, inverse) over equal-length columns of few distinct
-    values each: a mixed-radix integer key, so one 1-D sort finds them."""
+    """(an index of each distinct row, inverse) over equal-length columns of few distinct
+    values each: a mixed-radix integer key over the columns' value codes, grouped by
+    counting. Rows with equal keys are interchangeable, so any one of them represents its
+    group."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
-        values, codes = np.unique(np.asarray(column), return_inverse=True)
-        key = key * len(values) + codes.ravel()
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
+        values, codes = _codes(column)
+        key = key * len(values) + codes
+    present = np.bincount(key) > 0
+    representative = np.empty(len(present), dtype=np.int64)
+    representative[key] = np.arange(len(key))
+    return representative[present], (np.cumsum(present) - 1)[key]
 
 
 def pipeline_groups(pp, vp):
-    """[((pp, vp), indices)] of the plans sharing a pipeline layout, found in one sort."""
+    """[((pp, vp), indices)] of the plans sharing a pipeline layout, in ascending (pp, vp),
+    each group's indices in order (a stable sort of small group codes)."""
     pp = np.asarray(pp, dtype=np.int64).ravel()
     vp = np.asarray(vp, dtype=np.int64).ravel()
-    keys, inverse = np.unique(pp * 4096 + vp, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
-    return [((int(k // 4096), int(k % 4096)), order[bounds[i]:bounds[i + 1]])
+    radix = int(vp.max()) + 1 if vp.size else 1
+    keys, inverse = _codes(pp * radix + vp)
+    small = inverse.astype(np.int16 if len(keys) < 1 << 15 else np.int64)
+    order = np.argsort(small, kind="stable")  # radix sort for 16-bit codes
+    bounds = np.searchsorted(small[order], np.arange(len(keys) + 1))
+    return [((int(k // radix), int(k % radix)), order[bounds[i]:bounds[i + 1]])
             for i, k in enumerate(keys)]
 
 
