@@ -48,11 +48,16 @@ def unique_rows(*columns):
     counting. Rows with equal keys are interchangeable, so any one of them represents its
     group."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1
     for column in columns:
         values, codes = _codes(column)
         key = key * len(values) + codes
-    present = np.bincount(key) > 0
-    representative = np.empty(len(present), dtype=np.int64)
+        span *= len(values)
+    if span > max(4 * len(key), 1 << 16):  # a sparse key: counting would waste memory
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
+    present = np.bincount(key, minlength=span) > 0
+    representative = np.empty(span, dtype=np.int64)
     representative[key] = np.arange(len(key))
     return representative[present], (np.cumsum(present) - 1)[key]
 
