@@ -14,8 +14,8 @@ from infraplan.economics.spec import LinearCost
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
-from infraplan.training.evaluate import PlanResult, TrainingJob, evaluate_plan, evaluate_plans
-from infraplan.training.layer_time import PlanArrays
+from infraplan.training.evaluate import (PlanResult, TrainingJob, evaluate_plan,
+                                         evaluate_plans, plan_arrays)
 from infraplan.training.plan import ParallelPlan
 from infraplan.training.space import Knobs, build_space
 from infraplan.training.step_time import BREAKDOWN
@@ -74,16 +74,15 @@ def _evaluate_gpu(arch, gpu, job, knobs, system, tick=None):
     run through the counts in order)."""
     space = build_space(arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch)
     parts = []
-    for plans, _, rows_done in space.chunks():
+    for plans, rows_done in space.chunks():
         if len(plans.tp):
             out = evaluate_plans(arch, gpu, job, plans, system=system)
             cols = {k: getattr(plans, k) for k in KNOB_COLUMNS}
             cols["recompute"] = out["recompute"]  # auto resolved to a share of layers
             parts.append((cols, {k: v for k, v in out.items() if k in KEPT_COLUMNS}))
         if tick:
-            tick(len(knobs.gpus) * rows_done // max(space.outer_rows, 1))
-    if tick and not space.outer_rows:
-        tick(len(knobs.gpus))
+            tick(len(knobs.gpus) * rows_done // space.outer_rows if space.outer_rows
+                 else len(knobs.gpus))
     cols = {k: np.concatenate([c[k] for c, _ in parts]) for k in KNOB_COLUMNS} if parts \
         else {k: np.zeros(0) for k in KNOB_COLUMNS}
     out = {k: np.concatenate([o[k] for _, o in parts]) for k in parts[0][1]} if parts else {}
@@ -231,7 +230,8 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
     out = ev.out
     objective = out.get("time_to_train_s", out["step_s"])
     same_count = out["gpus"] == out["gpus"][best]
-    found = []  # (knob label, shown value, plan index or a finished reason)
+    reasons: list[str] = []
+    pending = []  # (position in reasons, knob, shown value, plan index, slowdown)
     for knob, label in KNOB_LABELS.items():
         column = _knob_column(ev, knob)
         others = [v for v in np.unique(column) if v != column[best]]
@@ -243,33 +243,26 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
             if not fit.any():
                 need = out["memory_bytes"][rows].min() / GiB
                 cap = out["capacity_bytes"][best] / GiB
-                found.append((label, shown, f"{label}={shown}: does not fit (at least "
-                                            f"{need:.1f} GiB of {cap:.1f} GiB)"))
+                reasons.append(f"{label}={shown}: does not fit (at least {need:.1f} GiB of "
+                               f"{cap:.1f} GiB)")
                 continue
             pool = fit & same_count if (fit & same_count).any() else fit
             j = int(np.flatnonzero(pool)[np.argmin(objective[pool])])
             slower = objective[j] / objective[best] - 1
             if not same_count[j]:
-                found.append((label, shown, f"{label}={shown}: {slower:+.0%}, best at "
-                              f"{int(out['gpus'][j])} GPUs ({int(out['gpus'][best])} GPUs "
-                              "do not divide into it)"))
+                reasons.append(f"{label}={shown}: {slower:+.0%}, best at {int(out['gpus'][j])} "
+                               f"GPUs ({int(out['gpus'][best])} GPUs do not divide into it)")
                 continue
-            found.append((knob, shown, (j, slower)))
-    compared = [best] + [f[2][0] for f in found if not isinstance(f[2], str)]
-    parts = _breakdown(arch, job, ev, compared)
-    reasons = []
-    for knob, shown, what in found:
-        if isinstance(what, str):
-            reasons.append(what)
-            continue
-        j, slower = what
-        at = compared.index(j)
-        deltas = {k: parts[k][at] - parts[k][0] for k in BREAKDOWN}
+            pending.append((len(reasons), knob, shown, j, slower))
+            reasons.append("")  # filled in below, once the step breakdowns are known
+    parts = _breakdown(arch, job, ev, [best] + [p[3] for p in pending])
+    for n, (at, knob, shown, j, slower) in enumerate(pending, start=1):
+        deltas = {k: parts[k][n] - parts[k][0] for k in BREAKDOWN}
         worst = max(deltas, key=deltas.get)
         why = COMPONENT_LABELS[worst]
         if knob == "tp" and _crosses_node(ev, float(ev.cols["tp"][j])):
             why += f"; TP={shown} crosses the node boundary"
-        reasons.append(f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
+        reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
                        f"(+{deltas[worst]:.3f} s per step)")
     return reasons
 
@@ -277,9 +270,8 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
 def _breakdown(arch, job, ev: _Evaluated, rows: list[int]) -> dict[str, np.ndarray]:
     """The step-time parts of a few evaluated plans (the search keeps only what it ranks
     by), evaluated again at once: the evaluation is per plan, so they are the same numbers."""
-    idx = np.asarray(rows, dtype=int)
-    plans = PlanArrays(**{k: ev.cols[k][idx] for k in KNOB_COLUMNS},
-                       microbatches=job.global_batch / (ev.cols["dp"][idx] * ev.cols["mb"][idx]))
+    cols = {k: ev.cols[k][np.asarray(rows, dtype=int)] for k in KNOB_COLUMNS}
+    plans = plan_arrays(**cols, microbatches=job.global_batch / (cols["dp"] * cols["mb"]))
     out = evaluate_plans(arch, ev.gpu, job, plans, system=ev.system)
     return {k: out[f"time.{k}"] for k in BREAKDOWN}
 

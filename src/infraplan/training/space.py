@@ -66,7 +66,7 @@ class Space:
         return len(self.outer["n"])
 
     def chunks(self, max_plans: int | None = None):
-        """(plans, GPU counts, outer rows done): the runnable plans in outer-row order, at
+        """(plans, outer rows done): the runnable plans in outer-row order, at
         most `max_plans` (CHUNK_PLANS by default) at a time. Runnability is a 2-D mask of
         outer rows x inner combinations, so only surviving plans are ever gathered."""
         max_plans = max_plans or CHUNK_PLANS
@@ -77,12 +77,12 @@ class Space:
             last = min(first + block, self.outer_rows)
             oi, ii = np.nonzero(self._runnable(slice(first, last)))
             if count and count + len(oi) > max_plans:
-                yield self._gather(pending) + (first,)
+                yield self._gather(pending), first
                 pending, count = [], 0
             pending.append((oi + first, ii))
             count += len(oi)
         if pending or not self.outer_rows:
-            yield self._gather(pending) + (self.outer_rows,)
+            yield self._gather(pending), self.outer_rows
 
     def _runnable(self, rows: slice) -> np.ndarray:
         """(outer rows, inner combinations) that can run together."""
@@ -97,17 +97,16 @@ class Space:
         ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
         return ok
 
-    def _gather(self, pending) -> tuple[PlanArrays, np.ndarray]:
+    def _gather(self, pending) -> PlanArrays:
         oi = np.concatenate([o for o, _ in pending]) if pending else np.zeros(0, int)
         ii = np.concatenate([i for _, i in pending]) if pending else np.zeros(0, int)
-        col = {k: v[oi] for k, v in self.outer.items()}
+        col = {k: v[oi] for k, v in self.outer.items() if k != "n"}
         col.update({k: v[ii] for k, v in self.inner.items()})
-        plans = PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"],
-                           ep=col["ep"], vp=col["vp"], zero=col["zero"], sp=col["sp"],
-                           mb=col["mb"], recompute=col["recompute"],
-                           microbatches=self.global_batch / (col["dp"] * col["mb"]),
-                           tp_overlap=col["tp_overlap"])
-        return plans, col["n"]
+        return PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"],
+                          ep=col["ep"], vp=col["vp"], zero=col["zero"], sp=col["sp"],
+                          mb=col["mb"], recompute=col["recompute"],
+                          microbatches=self.global_batch / (col["dp"] * col["mb"]),
+                          tp_overlap=col["tp_overlap"])
 
 
 def _product(**axes) -> dict[str, np.ndarray]:
