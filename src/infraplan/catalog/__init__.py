@@ -34,12 +34,20 @@ class Catalog:
     reliability: Table[Constant]
 
     def check_references(self) -> None:
-        """Every name a row points at exists (a system's GPU, network, local storage)."""
+        """Every name a row points at exists (a system's GPU, network, local storage) and a
+        compute twin has the same peaks."""
         for system in self.systems:
             self.accelerators.get(system.accelerator)
             self.networks.get(system.network)
             if system.local_storage:
                 self.storage.get(system.local_storage)
+        for gpu in self.accelerators:
+            if gpu.compute_twin:
+                twin = self.accelerators.get(gpu.compute_twin)
+                if (twin.peak_flops, twin.compute_units) != (gpu.peak_flops, gpu.compute_units):
+                    raise InputError(f"accelerators.yaml: {gpu.name!r} names {twin.name!r} as "
+                                     "its compute twin, but their peak FLOP/s or SM counts "
+                                     "differ", fix="remove compute_twin or fix the peaks")
         for m in self.measurements:
             if m.target not in self.accelerators and m.target not in self.systems:
                 raise InputError(f"measurements.yaml: {m.name!r} targets unknown {m.target!r}")

@@ -82,6 +82,9 @@ class Accelerator(Row):
     tdp_watts: Watts
     scale_up_link: Link = Field(description="GPU-to-GPU link inside a node or slice")
     host_link: Link = Field(description="link to the host CPU and NICs")
+    compute_twin: str | None = Field(
+        default=None, description="an accelerator with the same compute die, SM count and "
+        "clocks (H200 and H100 SXM): its kernel measurements hold for this chip too")
 
     def peak_flops_for(self, dtype: str) -> float:
         """Dense peak FLOP/s for a training/inference dtype, with the usual fallbacks.

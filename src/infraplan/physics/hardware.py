@@ -21,14 +21,16 @@ def calibration(name: str) -> float:
     return load_catalog().calibration.get(name).value
 
 
-def _best_fraction(target: str, kinds: tuple[str, ...], peak: float, *,
+def _best_fraction(target: str | tuple[str, ...], kinds: tuple[str, ...], peak: float, *,
                    dtypes: tuple[str, ...] | None = None, use_bytes: bool = False,
                    pick=max) -> float | None:
-    """Published achieved/peak among matching measurements, the highest by default (None
-    if none): kernels are judged by what a well-shaped problem reaches."""
+    """Published achieved/peak among matching measurements of `target` (a name or several),
+    the highest by default (None if none): kernels are judged by what a well-shaped problem
+    reaches."""
+    targets = (target,) if isinstance(target, str) else target
     fractions = []
     for m in load_catalog().measurements:
-        if m.target != target or m.kind not in kinds:
+        if m.target not in targets or m.kind not in kinds:
             continue
         if dtypes is not None and m.dtype not in dtypes:
             continue
@@ -57,16 +59,24 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     inference engine's step (`use`)."""
     derate_name, attention_kinds = _USES[use]
     gpu = load_catalog().accelerators.get(gpu_name)
+    # kernels on a chip with the same compute die run alike (memory bandwidth does not carry)
+    kernels_of = (gpu.name, gpu.compute_twin) if gpu.compute_twin else (gpu.name,)
     dtype = gemm_dtype(precision)
     peak = gpu.peak_flops_for(dtype)
     dtypes = (dtype,) if dtype in ("fp8", "fp32", "int8") else _SIXTEEN_BIT
-    gemm = _best_fraction(gpu.name, ("gemm",), peak, dtypes=dtypes) or calibration(
+    gemm = _best_fraction(kernels_of, ("gemm",), peak, dtypes=dtypes) or calibration(
         "default-gemm-fraction")
     # attention runs in 16-bit even in fp8 training (Transformer Engine default)
     peak16 = gpu.peak_flops_for("bf16" if "bf16" in gpu.peak_flops else "fp16") \
         if any(d in gpu.peak_flops for d in _SIXTEEN_BIT) else peak
-    attention = _best_fraction(gpu.name, attention_kinds, peak16,
-                               dtypes=_SIXTEEN_BIT) or calibration("default-attention-fraction")
+    attention = _best_fraction(kernels_of, attention_kinds, peak16, dtypes=_SIXTEEN_BIT)
+    if attention is None and use == "training":
+        # only forward kernels published (a new chip): the backward runs at a measured share
+        # of the forward's rate
+        forward = _best_fraction(kernels_of, ("attention_forward",), peak16,
+                                 dtypes=_SIXTEEN_BIT)
+        attention = forward and forward * calibration("attention-backward-forward-ratio")
+    attention = attention or calibration("default-attention-fraction")
     memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
                             use_bytes=True) or calibration("default-memory-fraction")
     derate = calibration(derate_name)

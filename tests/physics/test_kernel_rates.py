@@ -1,0 +1,64 @@
+"""Achievable kernel rates from the catalog's measurements (physics/hardware.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from infraplan.catalog import load_catalog
+from infraplan.catalog.table import Table
+from infraplan.errors import InputError
+from infraplan.physics import hardware
+
+
+def _calibration(name: str) -> float:
+    return load_catalog().calibration.get(name).value
+
+
+@pytest.mark.parametrize("use", ["training", "serving"])
+def test_a_compute_twin_shares_kernel_rates_but_not_memory_bandwidth(use):
+    h100 = hardware.device("h100-sxm5-80gb", "bf16", use=use)
+    h200 = hardware.device("h200-sxm-141gb", "bf16", use=use)
+    assert h200.gemm_flops == pytest.approx(h100.gemm_flops)
+    assert h200.attention_flops == pytest.approx(h100.attention_flops)
+    # H200 HBM3e: 4.15 TB/s measured (measurements.yaml) against H100's 2.97 TB/s achievable
+    assert h200.memory_bytes_per_s == pytest.approx(4.15e12)
+    assert h100.memory_bytes_per_s < 3.0e12
+
+
+def test_h100_training_attention_is_the_best_published_backward():
+    # FlashAttention-3 backward, 561 TFLOP/s (Shah et al. 2024, Fig. 6b), times the derate
+    dev = hardware.device("h100-sxm5-80gb", "bf16")
+    assert dev.attention_flops == pytest.approx(561e12 * _calibration("training-derate"))
+
+
+def test_a_chip_with_forward_attention_only_trains_at_the_backward_ratio():
+    # B200: FlashAttention-4 forward 1613 TFLOP/s is the only attention figure
+    train = hardware.device("b200-sxm-180gb", "bf16", use="training")
+    serve = hardware.device("b200-sxm-180gb", "bf16", use="serving")
+    ratio = _calibration("attention-backward-forward-ratio")
+    assert train.attention_flops == pytest.approx(
+        1613e12 * ratio * _calibration("training-derate"))
+    assert serve.attention_flops == pytest.approx(1613e12 * _calibration("serving-derate"))
+
+
+def test_the_backward_ratio_matches_its_published_pairs():
+    # same-problem pairs in measurements.yaml (head dim 128, seqlen 16k, no causal mask)
+    rows = {m.name: m.achieved_flops for m in load_catalog().measurements}
+    pairs = [("h100-fa3-bwd-hd128-fp16-fa3paper", "h100-fa3-fwd-hd128-fp16-fa3paper"),
+             ("h100-cudnn-bwd-hd128-fp16-fa3paper", "h100-cudnn-fwd-hd128-fp16-fa3paper"),
+             ("h100-fa2-bwd-hd128-fp16-fa3paper", "h100-fa2-fwd-hd128-fa3paper")]
+    ratio = _calibration("attention-backward-forward-ratio")
+    for backward, forward in pairs:
+        assert rows[backward] / rows[forward] == pytest.approx(ratio, abs=0.01)
+
+
+def test_a_twin_with_other_peaks_is_refused():
+    catalog = load_catalog()
+    broken = catalog.accelerators.get("h200-sxm-141gb").model_copy(
+        update={"compute_twin": "a100-sxm4-80gb"})
+    rows = [broken if row.name == broken.name else row for row in catalog.accelerators]
+    fake = dataclasses.replace(catalog, accelerators=Table("accelerators", rows))
+    with pytest.raises(InputError, match="compute twin"):
+        fake.check_references()
