@@ -1,8 +1,8 @@
 """From catalog rows to what the kernel and collective models need: achievable rates.
 
-Achievable = datasheet peak x the fraction a published micro-benchmark reached on that chip
-(catalog/data/measurements.yaml; a named default where none is published) x, for compute
-inside a training step, the calibrated `training-derate`.
+Achievable = datasheet peak x the fraction a published micro-benchmark reached on that chip,
+or for kernels on its compute twin (catalog/data/measurements.yaml; a named default where none
+is published) x, for compute inside a training step, the calibrated `training-derate`.
 """
 
 from __future__ import annotations
