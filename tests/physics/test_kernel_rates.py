@@ -10,10 +10,7 @@ from infraplan.catalog import load_catalog
 from infraplan.catalog.table import Table
 from infraplan.errors import InputError
 from infraplan.physics import hardware
-
-
-def _calibration(name: str) -> float:
-    return load_catalog().calibration.get(name).value
+from infraplan.physics.hardware import calibration
 
 
 @pytest.mark.parametrize("use", ["training", "serving"])
@@ -30,17 +27,17 @@ def test_a_compute_twin_shares_kernel_rates_but_not_memory_bandwidth(use):
 def test_h100_training_attention_is_the_best_published_backward():
     # FlashAttention-3 backward, 561 TFLOP/s (Shah et al. 2024, Fig. 6b), times the derate
     dev = hardware.device("h100-sxm5-80gb", "bf16")
-    assert dev.attention_flops == pytest.approx(561e12 * _calibration("training-derate"))
+    assert dev.attention_flops == pytest.approx(561e12 * calibration("training-derate"))
 
 
 def test_a_chip_with_forward_attention_only_trains_at_the_backward_ratio():
     # B200: FlashAttention-4 forward 1613 TFLOP/s is the only attention figure
     train = hardware.device("b200-sxm-180gb", "bf16", use="training")
     serve = hardware.device("b200-sxm-180gb", "bf16", use="serving")
-    ratio = _calibration("attention-backward-forward-ratio")
+    ratio = calibration("attention-backward-forward-ratio")
     assert train.attention_flops == pytest.approx(
-        1613e12 * ratio * _calibration("training-derate"))
-    assert serve.attention_flops == pytest.approx(1613e12 * _calibration("serving-derate"))
+        1613e12 * ratio * calibration("training-derate"))
+    assert serve.attention_flops == pytest.approx(1613e12 * calibration("serving-derate"))
 
 
 def test_the_backward_ratio_matches_its_published_pairs():
@@ -49,7 +46,7 @@ def test_the_backward_ratio_matches_its_published_pairs():
     pairs = [("h100-fa3-bwd-hd128-fp16-fa3paper", "h100-fa3-fwd-hd128-fp16-fa3paper"),
              ("h100-cudnn-bwd-hd128-fp16-fa3paper", "h100-cudnn-fwd-hd128-fp16-fa3paper"),
              ("h100-fa2-bwd-hd128-fp16-fa3paper", "h100-fa2-fwd-hd128-fa3paper")]
-    ratio = _calibration("attention-backward-forward-ratio")
+    ratio = calibration("attention-backward-forward-ratio")
     for backward, forward in pairs:
         assert rows[backward] / rows[forward] == pytest.approx(ratio, abs=0.01)
 
