@@ -49,6 +49,37 @@ TINY = {
                                  v_head_dim=16, n_routed_experts=4, num_experts_per_tok=1,
                                  moe_intermediate_size=20, n_shared_experts=1,
                                  first_k_dense_replace=0, n_group=1, topk_group=1),
+    "phi3": dict(BASE, model_type="phi3", pad_token_id=0, eos_token_id=0),
+    "gemma-mqa": dict(BASE, model_type="gemma", num_key_value_heads=1, head_dim=16),
+    "starcoder2": dict(BASE, model_type="starcoder2"),
+    "starcoder2-nobias-untied": dict(BASE, model_type="starcoder2", use_bias=False,
+                                     tie_word_embeddings=False),
+    "gptj": dict(model_type="gptj", n_embd=64, n_layer=2, n_head=4, vocab_size=101,
+                 n_positions=128, rotary_dim=8),
+    "gpt_neox": dict(BASE, model_type="gpt_neox"),
+    "gpt_neox-nobias-tied": dict(BASE, model_type="gpt_neox", attention_bias=False,
+                                 tie_word_embeddings=True),
+    "opt": dict(BASE, model_type="opt", ffn_dim=80, word_embed_proj_dim=64),
+    "opt-nobias": dict(BASE, model_type="opt", ffn_dim=80, word_embed_proj_dim=64,
+                       enable_bias=False),
+    "bloom": dict(model_type="bloom", hidden_size=64, n_layer=2, n_head=4, vocab_size=101),
+    # transformers' MPT port fixes the MLP at 4h and drops every bias; released MPT
+    # checkpoints (expansion_ratio 4, no_bias true) agree with it
+    "mpt": dict(model_type="mpt", d_model=64, n_layers=2, n_heads=4, vocab_size=101,
+                max_seq_len=128),
+    "gpt_bigcode-mqa": dict(model_type="gpt_bigcode", n_embd=64, n_layer=2, n_head=4,
+                            vocab_size=101, n_positions=128),
+    "gpt_bigcode-mha": dict(model_type="gpt_bigcode", n_embd=64, n_layer=2, n_head=4,
+                            vocab_size=101, n_positions=128, multi_query=False, n_inner=80),
+    "falcon-7b-style": dict(model_type="falcon", hidden_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, vocab_size=101),
+    "falcon-40b-style": dict(model_type="falcon", hidden_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_kv_heads=2, vocab_size=101,
+                             new_decoder_architecture=True, ffn_hidden_size=80),
+    "falcon-sequential-biased": dict(model_type="falcon", hidden_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     vocab_size=101, parallel_attn=False, multi_query=False,
+                                     bias=True, tie_word_embeddings=False),
 }
 
 
@@ -83,7 +114,9 @@ def test_parameter_count_matches_transformers(label):
 
 
 @pytest.mark.parametrize("label", ["llama-gqa", "llama-mqa-headdim", "gpt2", "qwen3",
-                                   "nemotron", "deepseek_v3"])
+                                   "nemotron", "deepseek_v3", "gemma-mqa", "gptj",
+                                   "gpt_neox", "opt", "bloom", "mpt", "gpt_bigcode-mqa",
+                                   "falcon-7b-style", "starcoder2"])
 def test_kv_cache_bytes_match_a_real_cache(label):
     config = TINY[label]
     model = build(config).to(torch.bfloat16)
@@ -96,5 +129,7 @@ def test_kv_cache_bytes_match_a_real_cache(label):
         real += layer.keys.numel() * layer.keys.element_size()
         real += layer.values.numel() * layer.values.element_size()
     arch = arch_from_config(config, name=label, origin=label)
-    # MLA: transformers 5, like vLLM and SGLang, caches the compressed latent + RoPE key
+    # MLA: transformers 5, like vLLM and SGLang, caches the compressed latent + RoPE key.
+    # (Falcon-40B-style grouped key/value heads are left out: transformers caches them
+    # repeated to every query head, engines cache the num_kv_heads groups we count.)
     assert kv_cache_bytes(arch, seq_len, "bf16", batch=batch) == real

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infraplan.errors import InputError, UnknownNameError
@@ -20,6 +22,12 @@ from infraplan.models.families import FAMILIES, arch_from_config
 def test_published_parameter_counts(name, total, active):
     counts = param_counts(load_model(name))
     assert (counts.total, counts.active) == (total, active)
+
+
+def test_bloom_config_gives_the_model_cards_parameter_count():
+    # bigscience/bloom model card: 176,247,271,424 parameters (ALiBi, embedding LayerNorm)
+    path = Path(__file__).parents[2] / "validation" / "models" / "bloom-176b.json"
+    assert param_counts(load_model(str(path))).total == 176_247_271_424
 
 
 def test_deepseek_v3_is_671b_total_and_37b_active():

@@ -72,7 +72,11 @@ class ModelArch:
     tie_word_embeddings: bool
     norm: Literal["layernorm", "rmsnorm"]
     norm_bias: bool  # LayerNorm with a bias vector
-    learned_positions: bool  # GPT-2 style absolute position table (else RoPE/none)
+    learned_positions: bool  # GPT-2 style absolute position table (else RoPE/ALiBi)
+    position_offset: int = 0  # extra rows of that table (OPT reserves 2 for padding)
+    norms_per_layer: int = 2  # pre-attention and pre-MLP (GPT-J, Falcon-7B share one)
+    embedding_norm: bool = False  # a norm right after the token embedding (BLOOM)
+    lm_head_bias: bool = False  # a bias on the output projection (GPT-J)
     attention: AttentionSpec
     mlp: MlpSpec  # the dense FFN (every layer of a dense model, the dense layers of an MoE)
     moe: MoeSpec | None = None

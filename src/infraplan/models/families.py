@@ -14,120 +14,26 @@ from typing import Any
 
 from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
-
-_REQUIRED = object()
-
-
-class ConfigReader:
-    """Typed access to a config dict; errors name the file, the key and the fix."""
-
-    def __init__(self, raw: Mapping[str, Any], origin: str):
-        self.raw, self.origin = raw, origin
-
-    def get(self, *keys: str, default: Any = _REQUIRED) -> Any:
-        for key in keys:
-            if self.raw.get(key) is not None:
-                return self.raw[key]
-        if default is _REQUIRED:
-            raise InputError(f"{self.origin}: missing {keys[0]!r}",
-                             fix=f"add \"{keys[0]}\" to the config (model_type "
-                                 f"{self.raw.get('model_type')!r} needs it)")
-        return default
-
-    def int(self, *keys: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
-        value = self.get(*keys, default=default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InputError(f"{self.origin}: {keys[0]} must be an integer >= {minimum}, "
-                             f"got {value!r}")
-        return value
-
-    def bool(self, *keys: str, default: Any = _REQUIRED) -> bool:
-        value = self.get(*keys, default=default)
-        if not isinstance(value, bool):
-            raise InputError(f"{self.origin}: {keys[0]} must be true or false, got {value!r}")
-        return value
-
-    def optional_int(self, *keys: str) -> int | None:
-        return None if self.get(*keys, default=None) is None else self.int(*keys)
-
-    def fraction(self, *keys: str, default: float) -> float:
-        value = self.get(*keys, default=default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not 0 <= value < 1:
-            raise InputError(f"{self.origin}: {keys[0]} must be a number in [0, 1), "
-                             f"got {value!r}")
-        return float(value)
-
-    def text(self, *keys: str, default: Any = _REQUIRED) -> str:
-        value = self.get(*keys, default=default)
-        if not isinstance(value, str):
-            raise InputError(f"{self.origin}: {keys[0]} must be a string, got {value!r}")
-        return value
-
-    def int_list(self, *keys: str) -> list[int]:
-        value = self.get(*keys, default=[])
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
-                                              for v in value):
-            raise InputError(f"{self.origin}: {keys[0]} must be a list of layer indices, "
-                             f"got {value!r}")
-        return value
-
-
-def _head_dim(cfg: ConfigReader, hidden: int, heads: int) -> int:
-    explicit = cfg.get("head_dim", default=None)
-    if explicit is not None:
-        return cfg.int("head_dim")
-    if hidden % heads:
-        raise InputError(f"{cfg.origin}: hidden_size {hidden} is not divisible by "
-                         f"num_attention_heads {heads}", fix="set head_dim explicitly")
-    return hidden // heads
-
-
-def _gqa_attention(cfg: ConfigReader, hidden: int, *, qkv_bias: bool, o_bias: bool,
-                   qk_norm: bool = False) -> AttentionSpec:
-    heads = cfg.int("num_attention_heads")
-    kv_heads = cfg.int("num_key_value_heads", default=heads)
-    if heads % kv_heads:
-        raise InputError(f"{cfg.origin}: num_key_value_heads {kv_heads} must divide "
-                         f"num_attention_heads {heads}")
-    d = _head_dim(cfg, hidden, heads)
-    window = cfg.optional_int("sliding_window")
-    if not cfg.bool("use_sliding_window", default=window is not None):
-        window = None
-    return AttentionSpec(num_heads=heads, num_kv_heads=kv_heads, head_dim=d, v_head_dim=d,
-                         qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
-                         sliding_window=window)
-
-
-def _common(cfg: ConfigReader, name: str, *, tie_default: bool, **extra: Any) -> dict:
-    return dict(
-        name=name,
-        family=cfg.get("model_type"),
-        hidden_size=cfg.int("hidden_size"),
-        num_layers=cfg.int("num_hidden_layers"),
-        vocab_size=cfg.int("vocab_size"),
-        max_position_embeddings=cfg.int("max_position_embeddings", default=4096),
-        tie_word_embeddings=cfg.bool("tie_word_embeddings", default=tie_default),
-        dtype=str(cfg.get("torch_dtype", "dtype", default="bfloat16")),
-        attention_dropout=cfg.fraction("attention_dropout", default=0.0),
-        **extra,
-    )
+from infraplan.models import families_gpt as gpt
+from infraplan.models.config_reader import ConfigReader, common_fields, gqa_attention
 
 
 def _llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
-                o_bias: bool | None = None, qk_norm: bool = False) -> ModelArch:
-    """llama, mistral, qwen2, qwen3: RMSNorm, RoPE, SwiGLU, GQA. A bias left as None
-    follows the config's `attention_bias` (default false)."""
+                o_bias: bool | None = None, qk_norm: bool = False,
+                tie_default: bool = False, act_default: str = "silu") -> ModelArch:
+    """llama, mistral, qwen2, qwen3, phi3, gemma: RMSNorm, RoPE, gated MLP, GQA. A bias
+    left as None follows the config's `attention_bias` (default false)."""
     attention_bias = cfg.bool("attention_bias", default=False)
     return ModelArch(
-        **_common(cfg, name, tie_default=False),
+        **common_fields(cfg, name, tie_default=tie_default),
         norm="rmsnorm", norm_bias=False, learned_positions=False,
-        attention=_gqa_attention(
+        attention=gqa_attention(
             cfg, cfg.int("hidden_size"),
             qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
             o_bias=attention_bias if o_bias is None else o_bias, qk_norm=qk_norm),
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
-                    activation=cfg.text("hidden_act", default="silu"),
+                    activation=cfg.text("hidden_activation", "hidden_act",
+                                        default=act_default),
                     bias=cfg.bool("mlp_bias", default=False)),
     )
 
@@ -188,7 +94,7 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
     freq = cfg.int("moe_layer_freq", default=1)
     num_layers = cfg.int("num_hidden_layers")
     arch = ModelArch(
-        **_common(cfg, name, tie_default=False,
+        **common_fields(cfg, name, tie_default=False,
                   mtp_layers=cfg.int("num_nextn_predict_layers", default=0, minimum=0)),
         norm="rmsnorm", norm_bias=False, learned_positions=False, attention=attention,
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
@@ -198,40 +104,15 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
     return _with_moe(arch, moe, layers, cfg)
 
 
-def _gpt2(cfg: ConfigReader, name: str) -> ModelArch:
-    """GPT-2 / GPT-3 / Megatron GPT: LayerNorm with bias, learned positions, biased
-    linears everywhere, GeLU MLP of width n_inner (default 4h), tied LM head."""
-    hidden = cfg.int("n_embd", "hidden_size")
-    heads = cfg.int("n_head", "num_attention_heads")
-    if hidden % heads:
-        raise InputError(f"{cfg.origin}: n_embd {hidden} is not divisible by n_head {heads}")
-    d = hidden // heads
-    return ModelArch(
-        name=name, family="gpt2", hidden_size=hidden,
-        num_layers=cfg.int("n_layer", "num_hidden_layers"), vocab_size=cfg.int("vocab_size"),
-        max_position_embeddings=cfg.int("n_positions", "max_position_embeddings",
-                                        default=1024),
-        tie_word_embeddings=cfg.bool("tie_word_embeddings", default=True),
-        dtype=str(cfg.get("torch_dtype", "dtype", default="float32")),
-        hidden_dropout=cfg.fraction("resid_pdrop", default=0.1),
-        attention_dropout=cfg.fraction("attn_pdrop", default=0.1),
-        norm="layernorm", norm_bias=True, learned_positions=True,
-        attention=AttentionSpec(num_heads=heads, num_kv_heads=heads, head_dim=d, v_head_dim=d,
-                                qkv_bias=True, o_bias=True),
-        mlp=MlpSpec(intermediate_size=cfg.int("n_inner", default=4 * hidden), gated=False,
-                    activation=cfg.text("activation_function", default="gelu_new"), bias=True),
-    )
-
-
 def _nemotron(cfg: ConfigReader, name: str) -> ModelArch:
     """Nemotron-4: LayerNorm1P (weight and bias), squared-ReLU MLP without a gate, GQA,
     untied embeddings (Nemotron-4 340B report, Sec. 2; HF modeling_nemotron)."""
     hidden = cfg.int("hidden_size")
     bias = cfg.bool("attention_bias", default=False)
     return ModelArch(
-        **_common(cfg, name, tie_default=False),
+        **common_fields(cfg, name, tie_default=False),
         norm="layernorm", norm_bias=True, learned_positions=False,
-        attention=_gqa_attention(cfg, hidden, qkv_bias=bias, o_bias=bias),
+        attention=gqa_attention(cfg, hidden, qkv_bias=bias, o_bias=bias),
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=False,
                     activation=cfg.text("hidden_act", default="relu2"),
                     bias=cfg.bool("mlp_bias", default=False)),
@@ -255,8 +136,21 @@ FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
     "qwen2_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=False),
     "qwen3_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=True),
     "deepseek_v3": _deepseek_v3,
-    "gpt2": _gpt2,
     "nemotron": _nemotron,
+    # Phi-3 fuses q/k/v and gate/up into single linears of the same total shape
+    "phi3": _llama_like,
+    # Gemma: GeGLU, head_dim 256 in the config, tied embeddings
+    "gemma": lambda cfg, name: _llama_like(cfg, name, tie_default=True,
+                                           act_default="gelu_pytorch_tanh"),
+    "gpt2": gpt.gpt2,
+    "gptj": gpt.gptj,
+    "gpt_neox": gpt.gpt_neox,
+    "opt": gpt.opt,
+    "bloom": gpt.bloom,
+    "mpt": gpt.mpt,
+    "gpt_bigcode": gpt.gpt_bigcode,
+    "falcon": gpt.falcon,
+    "starcoder2": gpt.starcoder2,
 }
 
 

@@ -55,7 +55,7 @@ class LayerParams:
     """One decoder layer's parameters by component."""
 
     attention: int
-    norms: int  # the two pre-norms: replicated under tensor parallelism
+    norms: int  # the layer's norms (two pre-norms in most): replicated under TP
     mlp: int  # dense FFN; 0 on an MoE layer
     routed_experts: int  # all routed experts of the layer together
     shared_experts: int  # shared experts (and Qwen2-MoE's shared-expert gate)
@@ -79,7 +79,8 @@ class LayerParams:
 
 def layer_params(arch: ModelArch, index: int) -> LayerParams:
     h = arch.hidden_size
-    common = dict(attention=attention_params(arch), norms=2 * norm_params(arch, h))
+    common = dict(attention=attention_params(arch),
+                  norms=arch.norms_per_layer * norm_params(arch, h))
     if not arch.layer_is_moe(index):
         return LayerParams(**common, mlp=mlp_params(arch.mlp, h), routed_experts=0,
                            shared_experts=0, router=0, active_routed=0)
@@ -112,16 +113,20 @@ class ParamCounts:
     @property
     def position_embedding(self) -> int:
         a = self.arch
-        return a.max_position_embeddings * a.hidden_size if a.learned_positions else 0
+        rows = a.max_position_embeddings + a.position_offset
+        return rows * a.hidden_size if a.learned_positions else 0
 
     @property
     def lm_head(self) -> int:
-        """Separate output projection; 0 when tied to the input embedding."""
-        return 0 if self.arch.tie_word_embeddings else self.embedding
+        """Separate output projection (0 when tied to the input embedding), its bias."""
+        bias = self.arch.vocab_size if self.arch.lm_head_bias else 0
+        return bias + (0 if self.arch.tie_word_embeddings else self.embedding)
 
     @property
     def final_norm(self) -> int:
-        return norm_params(self.arch, self.arch.hidden_size)
+        """The norm before the head, and BLOOM's norm after the embedding."""
+        return norm_params(self.arch, self.arch.hidden_size) * (2 if self.arch.embedding_norm
+                                                                 else 1)
 
     @property
     def outside_layers(self) -> int:

@@ -116,7 +116,8 @@ def stage_params(arch: ModelArch, pp: int, vp: int = 1) -> StageParams:
     vocab = np.zeros(pp)
     vocab[0] += counts.embedding
     replicated[0] += counts.position_embedding
-    vocab[-1] += counts.lm_head if (counts.lm_head or pp == 1) else counts.embedding
+    tied_copy = counts.embedding if (arch.tie_word_embeddings and pp > 1) else 0
+    vocab[-1] += counts.lm_head + tied_copy
     tensor += vocab
     gemm += vocab
     replicated[-1] += counts.final_norm

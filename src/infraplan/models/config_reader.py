@@ -1,0 +1,109 @@
+"""Typed reading of a Hugging Face `config.json`: a missing key takes the default that
+`transformers` would use, a bad one is an error naming the file, the key and the fix; and
+the pieces every family shares (head width, grouped-query attention, the common fields)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infraplan.errors import InputError
+from infraplan.models.arch import AttentionSpec
+
+_REQUIRED = object()
+
+
+class ConfigReader:
+    """Typed access to a config dict; errors name the file, the key and the fix."""
+
+    def __init__(self, raw: Mapping[str, Any], origin: str):
+        self.raw, self.origin = raw, origin
+
+    def get(self, *keys: str, default: Any = _REQUIRED) -> Any:
+        for key in keys:
+            if self.raw.get(key) is not None:
+                return self.raw[key]
+        if default is _REQUIRED:
+            raise InputError(f"{self.origin}: missing {keys[0]!r}",
+                             fix=f"add \"{keys[0]}\" to the config (model_type "
+                                 f"{self.raw.get('model_type')!r} needs it)")
+        return default
+
+    def int(self, *keys: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
+        value = self.get(*keys, default=default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InputError(f"{self.origin}: {keys[0]} must be an integer >= {minimum}, "
+                             f"got {value!r}")
+        return value
+
+    def bool(self, *keys: str, default: Any = _REQUIRED) -> bool:
+        value = self.get(*keys, default=default)
+        if not isinstance(value, bool):
+            raise InputError(f"{self.origin}: {keys[0]} must be true or false, got {value!r}")
+        return value
+
+    def optional_int(self, *keys: str) -> int | None:
+        return None if self.get(*keys, default=None) is None else self.int(*keys)
+
+    def fraction(self, *keys: str, default: float) -> float:
+        value = self.get(*keys, default=default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 <= value < 1:
+            raise InputError(f"{self.origin}: {keys[0]} must be a number in [0, 1), "
+                             f"got {value!r}")
+        return float(value)
+
+    def text(self, *keys: str, default: Any = _REQUIRED) -> str:
+        value = self.get(*keys, default=default)
+        if not isinstance(value, str):
+            raise InputError(f"{self.origin}: {keys[0]} must be a string, got {value!r}")
+        return value
+
+    def int_list(self, *keys: str) -> list[int]:
+        value = self.get(*keys, default=[])
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
+                                              for v in value):
+            raise InputError(f"{self.origin}: {keys[0]} must be a list of layer indices, "
+                             f"got {value!r}")
+        return value
+
+
+def head_dim(cfg: ConfigReader, hidden: int, heads: int) -> int:
+    explicit = cfg.get("head_dim", default=None)
+    if explicit is not None:
+        return cfg.int("head_dim")
+    if hidden % heads:
+        raise InputError(f"{cfg.origin}: hidden_size {hidden} is not divisible by "
+                         f"num_attention_heads {heads}", fix="set head_dim explicitly")
+    return hidden // heads
+
+
+def gqa_attention(cfg: ConfigReader, hidden: int, *, qkv_bias: bool, o_bias: bool,
+                   qk_norm: bool = False) -> AttentionSpec:
+    heads = cfg.int("num_attention_heads")
+    kv_heads = cfg.int("num_key_value_heads", default=heads)
+    if heads % kv_heads:
+        raise InputError(f"{cfg.origin}: num_key_value_heads {kv_heads} must divide "
+                         f"num_attention_heads {heads}")
+    d = head_dim(cfg, hidden, heads)
+    window = cfg.optional_int("sliding_window")
+    if not cfg.bool("use_sliding_window", default=window is not None):
+        window = None
+    return AttentionSpec(num_heads=heads, num_kv_heads=kv_heads, head_dim=d, v_head_dim=d,
+                         qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
+                         sliding_window=window)
+
+
+def common_fields(cfg: ConfigReader, name: str, *, tie_default: bool, **extra: Any) -> dict:
+    return dict(
+        name=name,
+        family=cfg.get("model_type"),
+        hidden_size=cfg.int("hidden_size"),
+        num_layers=cfg.int("num_hidden_layers"),
+        vocab_size=cfg.int("vocab_size"),
+        max_position_embeddings=cfg.int("max_position_embeddings", default=4096),
+        tie_word_embeddings=cfg.bool("tie_word_embeddings", default=tie_default),
+        dtype=str(cfg.get("torch_dtype", "dtype", default="bfloat16")),
+        attention_dropout=cfg.fraction("attention_dropout", default=0.0),
+        **extra,
+    )
