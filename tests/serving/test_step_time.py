@@ -128,3 +128,27 @@ def test_hot_experts_slow_the_moe_step():
     assert skewed.time(4096, 0, 1, 0, 0) > 1.2 * even.time(4096, 0, 1, 0, 0)
     assert skewed.decode_coefficients(1)[0] == pytest.approx(even.decode_coefficients(1)[0],
                                                              rel=0.05)
+
+
+def test_parallel_attention_all_reduces_once_per_layer():
+    from infraplan.models.families import arch_from_config
+    from infraplan.physics import hardware
+    from infraplan.physics.collectives import all_reduce, group
+    from infraplan.serving.step_time import build_step_model
+
+    base = dict(model_type="falcon", hidden_size=4096, num_attention_heads=64,
+                num_hidden_layers=32, vocab_size=65024)
+    parallel = arch_from_config(base, name="p", origin="p")
+    sequential = arch_from_config(dict(base, parallel_attn=False), name="s", origin="s")
+    assert parallel.parallel_residual and not sequential.parallel_residual
+    fmt = weight_format("bf16", H100, "bf16")
+    fab = hardware.fabric(hardware.cluster(H100.name))
+
+    def linear(arch, tp, tokens):
+        return build_step_model(arch, H100, tp=tp, weights=fmt, kv_dtype="bf16",
+                                max_tokens=tokens, max_seqs=8, overhead_s=0.0).linear_s[tokens]
+
+    tokens = 512
+    saved = 32 * float(all_reduce(tokens * 4096 * 2.0, group(2, 1, fab), fab))
+    assert linear(sequential, 2, tokens) - linear(parallel, 2, tokens) == pytest.approx(saved)
+    assert linear(sequential, 1, tokens) == linear(parallel, 1, tokens)

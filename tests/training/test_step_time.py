@@ -88,6 +88,22 @@ def test_interleaving_shrinks_the_bubble_not_the_compute():
     assert np.isclose(inter.breakdown_s["compute"], plain.breakdown_s["compute"])
 
 
+def test_parallel_residual_layers_halve_tensor_parallel_traffic():
+    """GPT-J-style layers sum attention and MLP outputs before one reduction per pass."""
+    sequential = load_model("gpt3-175b")
+    parallel = replace(sequential, parallel_residual=True)
+    job = TrainingJob(seq_len=2048, global_batch=64)
+    plan = ParallelPlan(tp=8, pp=8, dp=1, micro_batch=1, recompute="full",
+                        sequence_parallel=True)
+    seq = evaluate_plan(sequential, "a100-sxm4-80gb", job, plan)
+    par = evaluate_plan(parallel, "a100-sxm4-80gb", job, plan)
+
+    def tp_total(r):
+        return r.breakdown_s["tp_comm"] + r.hidden_s.get("tp_comm", 0.0)
+    assert tp_total(par) == pytest.approx(tp_total(seq) / 2)
+    assert par.breakdown_s["compute"] == pytest.approx(seq.breakdown_s["compute"])
+
+
 MODELS = ["llama-3.1-8b", "mixtral-8x7b", "gpt3-175b", "qwen2.5-7b"]
 
 

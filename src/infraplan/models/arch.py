@@ -77,6 +77,9 @@ class ModelArch:
     norms_per_layer: int = 2  # pre-attention and pre-MLP (GPT-J, Falcon-7B share one)
     embedding_norm: bool = False  # a norm right after the token embedding (BLOOM)
     lm_head_bias: bool = False  # a bias on the output projection (GPT-J)
+    # Attention and MLP read the same input and their outputs are summed (GPT-J, GPT-NeoX,
+    # Falcon; PaLM Sec. 2): tensor parallelism reduces the sum once per layer, not twice
+    parallel_residual: bool = False
     attention: AttentionSpec
     mlp: MlpSpec  # the dense FFN (every layer of a dense model, the dense layers of an MoE)
     moe: MoeSpec | None = None

@@ -72,7 +72,7 @@ def gptj(cfg: ConfigReader, name: str) -> ModelArch:
         qkv_bias=False, o_bias=False, mlp_bias=True,
         max_positions=cfg.int("n_positions", default=2048), tie_default=False,
         hidden_dropout=cfg.fraction("resid_pdrop", default=0.0), norms_per_layer=1,
-        lm_head_bias=True)
+        lm_head_bias=True, parallel_residual=True)
 
 
 def gpt_neox(cfg: ConfigReader, name: str) -> ModelArch:
@@ -85,7 +85,8 @@ def gpt_neox(cfg: ConfigReader, name: str) -> ModelArch:
         layers=cfg.int("num_hidden_layers"), ffn=cfg.int("intermediate_size"),
         activation=cfg.text("hidden_act", default="gelu"), qkv_bias=bias, o_bias=bias,
         mlp_bias=True, max_positions=cfg.int("max_position_embeddings", default=2048),
-        tie_default=False, dtype_default="float16")
+        tie_default=False, dtype_default="float16",
+        parallel_residual=cfg.bool("use_parallel_residual", default=True))
 
 
 def opt(cfg: ConfigReader, name: str) -> ModelArch:
@@ -165,7 +166,8 @@ def falcon(cfg: ConfigReader, name: str) -> ModelArch:
     new_arch = cfg.bool("new_decoder_architecture", default=False)
     grouped = new_arch or not cfg.bool("multi_query", default=True)
     kv_heads = cfg.int("num_kv_heads", "n_head_kv", default=heads) if grouped else 1
-    if not cfg.bool("parallel_attn", default=True):
+    parallel = cfg.bool("parallel_attn", default=True)
+    if not parallel:
         norms = 2
     else:
         norms = cfg.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
@@ -178,7 +180,8 @@ def falcon(cfg: ConfigReader, name: str) -> ModelArch:
         ffn=cfg.int("ffn_hidden_size", default=4 * hidden),
         activation=cfg.text("activation", default="gelu"), qkv_bias=bias, o_bias=bias,
         mlp_bias=bias, max_positions=cfg.int("max_position_embeddings", default=2048),
-        tie_default=True, dtype_default="bfloat16", norms_per_layer=norms)
+        tie_default=True, dtype_default="bfloat16", norms_per_layer=norms,
+        parallel_residual=parallel)
 
 
 def starcoder2(cfg: ConfigReader, name: str) -> ModelArch:

@@ -17,7 +17,8 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   (query, key) pair (causal pairs counted once); decode reads each cached token's K and V
   once per step (FlashDecoding / PagedAttention), so it is bound by HBM bandwidth.
 - Tensor parallelism: two all-reduces of T x h activations per layer (after the attention
-  output and the MLP down projections), over the node's links (physics/collectives.py).
+  output and the MLP down projections), over the node's links (physics/collectives.py);
+  one where attention and MLP run in parallel and their outputs are summed first.
 - Element-wise work (norms, residual adds, rotary, SwiGLU) at memory bandwidth.
 - The LM head runs only for the sequences sampled in the step (the last token of each),
   then a fixed per-step engine overhead (scheduling, sampling, launch) from the engine row.
@@ -202,7 +203,10 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     per_token_bytes = act * (_ELEMENTWISE_H * h + 2 * (at.q_width + at.num_kv_heads
                                                         * at.head_dim) / tp + 3 * ffn / tp)
     linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
-    linear += 2 * layers * all_reduce(tokens * h * act, group(tp, 1, fab), fab) * (tokens > 0)
+    # parallel attention + MLP: one all-reduce of their summed outputs (vLLM's Falcon)
+    reductions = 1 if arch.parallel_residual else 2
+    linear += reductions * layers * all_reduce(tokens * h * act, group(tp, 1, fab), fab) \
+        * (tokens > 0)
 
     heads_per_gpu = at.num_heads / tp
     pair_flops = 2.0 * layers * heads_per_gpu * (at.head_dim + at.v_head_dim)

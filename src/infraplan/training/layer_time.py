@@ -141,16 +141,19 @@ def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd):
     """Megatron-LM: two all-reduces of the layer output per pass (after attention and after
     the FFN), forward and backward, again in a full recompute; with sequence parallelism
     each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
-    et al. 2022). With TP overlap (Transformer Engine userbuffers, sequence parallel only)
-    each all-gather / reduce-scatter is split into chunks pipelined with the GEMM that
-    consumes or produces it: only what the layer's GEMMs cannot cover stays exposed.
+    et al. 2022). A parallel-residual layer (attention and MLP on the same input, outputs
+    summed: GPT-NeoX's gpt_j_residual) needs one of each per pass. With TP overlap
+    (Transformer Engine userbuffers, sequence parallel only) each all-gather /
+    reduce-scatter is split into chunks pipelined with the GEMM that consumes or produces
+    it: only what the layer's GEMMs cannot cover stays exposed.
     Returns (exposed, total) seconds."""
     size = tokens * arch.hidden_size * ACT_BYTES
     group = coll.group(p.tp, 1.0, fab)
     full = recompute_weights(p.recompute)[2]
     all_reduce = coll.all_reduce(size, group, fab)
     rs_plus_ag = 2 * coll.reduce_scatter(size, group, fab)
-    per_pass = 2 * np.where(p.sp > 0, rs_plus_ag, all_reduce)
+    reductions = 1 if arch.parallel_residual else 2
+    per_pass = reductions * np.where(p.sp > 0, rs_plus_ag, all_reduce)
     total = per_pass * (2 + full)
     hidden = overlapped(per_pass, gemm_fwd) * (1 + full) + overlapped(per_pass, gemm_bwd)
     return np.where((p.tp_overlap > 0) & (p.sp > 0), hidden, total), total
