@@ -167,11 +167,10 @@ def falcon(cfg: ConfigReader, name: str) -> ModelArch:
     grouped = new_arch or not cfg.bool("multi_query", default=True)
     kv_heads = cfg.int("num_kv_heads", "n_head_kv", default=heads) if grouped else 1
     parallel = cfg.bool("parallel_attn", default=True)
-    if not parallel:
-        norms = 2
-    else:
-        norms = cfg.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
-        norms = 2 if norms == 2 else 1
+    # a sequential layer has two norms; a parallel one shares one unless it asks for two
+    shared_norm = parallel and cfg.int("num_ln_in_parallel_attn",
+                                       default=2 if new_arch else 1) != 2
+    norms = 1 if shared_norm else 2
     hidden = cfg.int("hidden_size")
     bias = cfg.bool("bias", default=False)
     return _decoder(

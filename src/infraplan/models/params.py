@@ -124,13 +124,17 @@ class ParamCounts:
 
     @property
     def final_norm(self) -> int:
-        """The norm before the head, and BLOOM's norm after the embedding."""
-        return norm_params(self.arch, self.arch.hidden_size) * (2 if self.arch.embedding_norm
-                                                                 else 1)
+        return norm_params(self.arch, self.arch.hidden_size)
+
+    @property
+    def embedding_norm(self) -> int:
+        """BLOOM's norm right after the token embedding; 0 elsewhere."""
+        return norm_params(self.arch, self.arch.hidden_size) if self.arch.embedding_norm else 0
 
     @property
     def outside_layers(self) -> int:
-        return self.embedding + self.position_embedding + self.lm_head + self.final_norm
+        return (self.embedding + self.position_embedding + self.embedding_norm + self.lm_head
+                + self.final_norm)
 
     @cached_property
     def total(self) -> int:

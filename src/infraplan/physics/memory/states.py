@@ -111,11 +111,12 @@ def stage_params(arch: ModelArch, pp: int, vp: int = 1) -> StageParams:
     replicated = per_stage(lambda p: p.norms + p.router)
     experts = per_stage(lambda p: p.routed_experts)
     gemm = tensor + experts
-    # Embedding on the first stage; LM head (a copy of the tied embedding when the two
-    # ends sit on different stages, as Megatron-LM does) and final norm on the last.
+    # Embedding (with its position table and norm) on the first stage; LM head (a copy of
+    # the tied embedding when the two ends sit on different stages, as Megatron-LM does)
+    # and final norm on the last.
     vocab = np.zeros(pp)
     vocab[0] += counts.embedding
-    replicated[0] += counts.position_embedding
+    replicated[0] += counts.position_embedding + counts.embedding_norm
     tied_copy = counts.embedding if (arch.tie_word_embeddings and pp > 1) else 0
     vocab[-1] += counts.lm_head + tied_copy
     tensor += vocab
