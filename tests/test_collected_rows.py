@@ -27,6 +27,7 @@ def _count(path: Path) -> int:
     ("training_holdout.csv", validate_training, 123),
     ("serving_collected.csv", validate_serving, 30),
     ("serving_holdout.csv", validate_serving, 58),
+    ("serving_latency.csv", validate_serving, 120),
 ])
 def test_every_collected_row_predicts(name, validate, rows):
     path = VALIDATION / name

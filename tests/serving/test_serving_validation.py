@@ -191,6 +191,42 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     assert all(r.predicted > 0 for r in report.rows)
 
 
+def test_latency_metrics_are_the_median_or_mean_of_the_simulated_requests(tmp_path):
+    """ttft/tpot _p50_s take the median of the per-request latencies, _mean_s their mean
+    (tables such as TensorRT-LLM's Triton measurements print means); a metric outside the
+    list is refused with the valid choices."""
+    import numpy as np
+
+    from infraplan.serving.metrics import latencies
+    from infraplan.serving.simulate import simulate
+    from infraplan.serving.validate import deployment_for_row, requests_for_row
+
+    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+    body = "llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,467,256,300,poisson,16,"
+    metrics = ("ttft_p50_s", "ttft_mean_s", "tpot_p50_s", "tpot_mean_s")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "".join(f"{m},s,{body},{m},0.01,TensorRT-LLM,\n"
+                                     for m in metrics))
+    report = validate_serving(path)
+    assert not report.failed, report.failed
+    row = {"id": "r", "model": "llama-3.1-8b", "gpu": "h100-sxm5-80gb", "num_gpus": "1",
+           "tp": "1", "weight_dtype": "bf16", "kv_dtype": "bf16", "input_len": "467",
+           "output_len": "256", "num_requests": "300", "arrival": "poisson",
+           "rate_per_s": "16", "engine": "TensorRT-LLM"}
+    lat = latencies(simulate(deployment_for_row(row), requests_for_row(row), base_dir=tmp_path))
+    expected = {"ttft_p50_s": np.median(lat["ttft_s"]), "ttft_mean_s": np.mean(lat["ttft_s"]),
+                "tpot_p50_s": np.median(lat["tpot_s"]), "tpot_mean_s": np.mean(lat["tpot_s"])}
+    got = {r.id: r.predicted for r in report.rows}
+    assert got == pytest.approx(expected, rel=1e-12)
+    # queueing skews TTFT right under load: the mean sits above the median
+    assert got["ttft_mean_s"] > got["ttft_p50_s"]
+
+    path.write_text(header + f"x,s,{body},ttft_p90_s,0.01,vLLM,\n")
+    (failed,) = validate_serving(path).failed
+    assert "ttft_p50_s, ttft_mean_s, tpot_p50_s, tpot_mean_s" in failed.error
+
+
 def test_serving_budget_keeps_what_fits_and_names_the_closest_miss():
     from infraplan.errors import InputError
     from infraplan.serving.planner import plan_serving

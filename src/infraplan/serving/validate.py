@@ -26,7 +26,11 @@ from infraplan.validation import RowResult, ValidationReport, row_int, validate_
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
            "metric", "value")
-METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s")
+# Latency metrics: the median (the README's schema) or the mean (what tables such as
+# TensorRT-LLM's Triton measurements print) of per-request TTFT or TPOT.
+LATENCY_METRICS = {f"{lat}_{stat}_s": (f"{lat}_s", stat) for lat in ("ttft", "tpot")
+                   for stat in ("p50", "mean")}
+METRICS = ("output_tok_s", *LATENCY_METRICS)
 ARRIVALS = ("offline", "static_batch", "poisson")
 
 
@@ -110,9 +114,9 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     if metric == "output_tok_s":
         predicted = summarize(result)["throughput"]["output_tokens_per_s"]
     else:
-        lat = latencies(result)
-        values = lat["ttft_s"] if metric == "ttft_p50_s" else lat["tpot_s"]
-        predicted = float(np.median(values))
+        key, stat = LATENCY_METRICS[metric]
+        values = latencies(result)[key]
+        predicted = float(np.median(values) if stat == "p50" else np.mean(values))
     r = result.replica
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens)
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
