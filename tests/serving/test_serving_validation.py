@@ -191,6 +191,21 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     assert all(r.predicted > 0 for r in report.rows)
 
 
+@pytest.mark.parametrize("arrival, engine, tuning", [
+    ("offline", "TensorRT-LLM 0.14.0", "trtllm-bench"),  # trtllm-bench throughput runs
+    ("poisson", "TensorRT-LLM 0.14.0 (Triton tensorrtllm_backend)", "engine"),
+    ("static_batch", "TensorRT-LLM 0.8.0", "engine"),
+    ("offline", "vLLM 0.10.0", "engine")])
+def test_only_offline_tensorrt_llm_rows_take_trtllm_bench_limits(arrival, engine, tuning):
+    """trtllm-bench sizes max batch and tokens from the dataset it benchmarks; an engine
+    served online (Triton, trtllm-serve) was built without it and keeps the defaults."""
+    from infraplan.serving.validate import deployment_for_row
+
+    row = {"id": "r", "model": "llama-3.1-8b", "gpu": "h100-sxm5-80gb", "num_gpus": "1",
+           "tp": "1", "arrival": arrival, "rate_per_s": "4", "batch": "8", "engine": engine}
+    assert deployment_for_row(row).tuning == tuning
+
+
 def test_latency_metrics_are_the_median_or_mean_of_the_simulated_requests(tmp_path):
     """ttft/tpot _p50_s take the median of the per-request latencies, _mean_s their mean
     (tables such as TensorRT-LLM's Triton measurements print means); a metric outside the

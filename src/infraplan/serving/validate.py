@@ -4,7 +4,8 @@ A row fixes the model, the accelerator, the replica's GPUs and TP degree, the we
 KV formats, fixed request lengths and the arrival pattern. The engine named in the row
 supplies its scheduler defaults; TensorRT-LLM throughput rows (offline) were produced by
 trtllm-bench, which sizes the batch limits from the request lengths, and are simulated
-the same way.
+the same way. An online (Poisson) TensorRT-LLM row was served by an engine built without
+that dataset, so it keeps the engine's default limits.
 """
 
 from __future__ import annotations
@@ -94,14 +95,16 @@ def deployment_for_row(row: dict) -> Deployment:
     gpus = row_int(row, "num_gpus") or tp
     if gpus % tp:
         raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}")
-    static = (row.get("arrival") or "").strip() == "static_batch"
+    arrival = (row.get("arrival") or "").strip()
+    static = arrival == "static_batch"
+    bench = engine.name == "tensorrt-llm" and arrival == "offline"
     return Deployment(
         model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
         weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
         kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
         batching="static" if static else "continuous",
         batch_size=_required(row, "batch") if static else None,
-        tuning="trtllm-bench" if engine.name == "tensorrt-llm" else "engine")
+        tuning="trtllm-bench" if bench else "engine")
 
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
