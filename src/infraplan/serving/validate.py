@@ -4,8 +4,8 @@ A row fixes the model, the accelerator, the replica's GPUs and TP degree, the we
 KV formats, fixed request lengths and the arrival pattern. The engine named in the row
 supplies its scheduler defaults; TensorRT-LLM throughput rows (offline) were produced by
 trtllm-bench, which sizes the batch limits from the request lengths, and are simulated
-the same way. An online (Poisson) TensorRT-LLM row was served by an engine built without
-that dataset, so it keeps the engine's default limits.
+the same way. Other TensorRT-LLM rows (Poisson serving, static batches) came from engines
+built without that dataset and keep the engine's default limits.
 """
 
 from __future__ import annotations
