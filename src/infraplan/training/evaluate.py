@@ -50,9 +50,12 @@ class TrainingJob:
                              kernels=self.kernels)
 
 
-def plan_arrays(**columns) -> PlanArrays:
-    """PlanArrays from equal-length columns (recompute given as codes)."""
+def plan_arrays(*, global_batch: int, **columns) -> PlanArrays:
+    """PlanArrays from equal-length knob columns (recompute given as codes); each plan's
+    micro-batches per step follow from the global batch, dp and the micro-batch size."""
     columns.setdefault("tp_overlap", 0.0)
+    columns["microbatches"] = global_batch / (np.asarray(columns["dp"], dtype=float)
+                                              * np.asarray(columns["mb"], dtype=float))
     arrays = np.broadcast_arrays(*(np.asarray(columns[k], dtype=float) for k in (
         "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches",
         "tp_overlap")))
@@ -161,10 +164,9 @@ class PlanResult:
 
 def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPlan, *,
                   system: str | System | None = None) -> PlanResult:
-    m = job.global_batch // (plan.dp * plan.micro_batch)
     p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
                     zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,
-                    recompute=plan.recompute_code, microbatches=m,
+                    recompute=plan.recompute_code, global_batch=job.global_batch,
                     tp_overlap=float(plan.tp_comm_overlap))
     p = PlanArrays(*(np.atleast_1d(getattr(p, f)) for f in p.__dataclass_fields__))
     out = evaluate_plans(arch, gpu, job, p, system=system)

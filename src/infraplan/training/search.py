@@ -271,7 +271,7 @@ def _breakdown(arch, job, ev: _Evaluated, rows: list[int]) -> dict[str, np.ndarr
     """The step-time parts of a few evaluated plans (the search keeps only what it ranks
     by), evaluated again at once: the evaluation is per plan, so they are the same numbers."""
     cols = {k: ev.cols[k][np.asarray(rows, dtype=int)] for k in KNOB_COLUMNS}
-    plans = plan_arrays(**cols, microbatches=job.global_batch / (cols["dp"] * cols["mb"]))
+    plans = plan_arrays(**cols, global_batch=job.global_batch)
     out = evaluate_plans(arch, ev.gpu, job, plans, system=ev.system)
     return {k: out[f"time.{k}"] for k in BREAKDOWN}
 

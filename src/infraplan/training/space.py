@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infraplan.models.arch import ModelArch
+from infraplan.training.evaluate import plan_arrays
 from infraplan.training.layer_time import PlanArrays
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -102,11 +103,7 @@ class Space:
         ii = np.concatenate([i for _, i in pending]) if pending else np.zeros(0, int)
         col = {k: v[oi] for k, v in self.outer.items() if k != "n"}
         col.update({k: v[ii] for k, v in self.inner.items()})
-        return PlanArrays(tp=col["tp"], pp=col["pp"], dp=col["dp"], cp=col["cp"],
-                          ep=col["ep"], vp=col["vp"], zero=col["zero"], sp=col["sp"],
-                          mb=col["mb"], recompute=col["recompute"],
-                          microbatches=self.global_batch / (col["dp"] * col["mb"]),
-                          tp_overlap=col["tp_overlap"])
+        return plan_arrays(**col, global_batch=self.global_batch)
 
 
 def _product(**axes) -> dict[str, np.ndarray]:
