@@ -24,6 +24,19 @@ def test_a_compute_twin_shares_kernel_rates_but_not_memory_bandwidth(use):
     assert h100.memory_bytes_per_s < 3.0e12
 
 
+@pytest.mark.parametrize("use", ["training", "serving"])
+def test_the_a100_40gb_runs_kernels_at_the_80gb_parts_rates(use):
+    # same GA100 die, 108 SMs, 1410 MHz boost and 400 W on both SXM4 boards (datasheet)
+    big = hardware.device("a100-sxm4-80gb", "bf16", use=use)
+    small = hardware.device("a100-sxm4-40gb", "bf16", use=use)
+    assert small.gemm_flops == pytest.approx(big.gemm_flops)
+    assert small.attention_flops == pytest.approx(big.attention_flops)
+    # HBM2 at 1,555 GB/s, no measurement of its own: the default streaming fraction
+    assert small.memory_bytes_per_s == pytest.approx(
+        1555e9 * calibration("default-memory-fraction"))
+    assert small.memory_bytes_per_s < big.memory_bytes_per_s
+
+
 def test_h100_training_attention_is_the_best_published_backward():
     # FlashAttention-3 backward, 561 TFLOP/s (Shah et al. 2024, Fig. 6b), times the derate
     dev = hardware.device("h100-sxm5-80gb", "bf16")
