@@ -78,6 +78,21 @@ def test_context_parallel_divides_compute_and_adds_ring_traffic():
     assert four.hidden_s.get("cp_comm", 0) + four.breakdown_s["cp_comm"] > 0
 
 
+@pytest.mark.parametrize("micro_batches", [1, 8])
+def test_zero2_reduce_scatters_every_micro_batch_zero1_once_per_step(micro_batches):
+    """ZeRO-1 and -2 move the same bytes per reduction (a gradient reduce-scatter, then the
+    weight all-gather); ZeRO-2 keeps only its gradient shard, so each micro-batch's backward
+    ends in its own reduce-scatter: m + 1 collectives per step against ZeRO-1's 2."""
+    arch = load_model("llama-2-7b")
+    job = TrainingJob(seq_len=4096, global_batch=16 * micro_batches)
+    sent = {}
+    for zero in (1, 2):
+        r = evaluate_plan(arch, "h100", job, ParallelPlan(dp=16, zero=zero, micro_batch=1))
+        sent[zero] = r.breakdown_s["dp_comm"] + r.hidden_s.get("dp_comm", 0.0)
+        assert r.breakdown_s["dp_comm"] > 0
+    assert sent[2] == pytest.approx((micro_batches + 1) / 2 * sent[1], rel=1e-9)
+
+
 def test_interleaving_shrinks_the_bubble_not_the_compute():
     arch = load_model("gpt3-175b")
     job = TrainingJob(seq_len=2048, global_batch=256)

@@ -166,7 +166,10 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     ZeRO 0: all-reduce; 1 and 2: reduce-scatter of gradients then all-gather of updated
     16-bit weights (ZeRO paper Sec. 7: same volume as the all-reduce). Bucketed, it
     overlaps the last micro-batch's backward (gradients) and the next step's first forward
-    (weights), all but the last bucket. ZeRO-3/FSDP all-gathers each layer's weights in the
+    (weights), all but the last bucket. ZeRO-2 keeps only its shard of the gradients, so it
+    reduce-scatters after every micro-batch's backward, not once per step (DeepSpeed
+    maintainers, deepspeedai/DeepSpeed#2252): each earlier micro-batch's reduce-scatter
+    hides behind its backward and the next forward. ZeRO-3/FSDP all-gathers each layer's weights in the
     forward and again in the backward and reduce-scatters its gradients, every
     micro-batch, prefetched one layer ahead: per layer only what exceeds that layer's
     compute is exposed."""
@@ -190,9 +193,12 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     last_bucket = np.minimum(1.0, calibration("grad-bucket-bytes") / np.maximum(grad_bytes, 1))
     zero12 = overlapped((1 - last_bucket) * grads_rs, window_bwd) + last_bucket * grads_rs \
         + overlapped((1 - last_bucket) * weights_ag, window_fwd) + last_bucket * weights_ag
+    earlier = np.where(p.zero == 2, p.microbatches - 1, 0.0)  # ZeRO-2's extra reductions
+    zero12 = zero12 + earlier * overlapped(grads_rs, window_bwd + window_fwd)
     zero0 = overlapped((1 - last_bucket) * grads_ar, window_bwd) + last_bucket * grads_ar
     dp_exposed = np.where(p.zero == 0, zero0, np.where(p.zero < 3, zero12, 0.0))
-    dp_total = np.where(p.zero == 0, grads_ar, np.where(p.zero < 3, grads_rs + weights_ag, 0.0))
+    dp_total = np.where(p.zero == 0, grads_ar,
+                        np.where(p.zero < 3, (1 + earlier) * grads_rs + weights_ag, 0.0))
 
     layers = stages.layers.max()
     per_layer_w = (dense * wb + experts * wb) / np.maximum(layers, 1)
