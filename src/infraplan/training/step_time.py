@@ -169,8 +169,8 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     (weights), all but the last bucket. ZeRO-2 keeps only its shard of the gradients, so it
     reduce-scatters after every micro-batch's backward, not once per step (DeepSpeed
     maintainers, deepspeedai/DeepSpeed#2252): each earlier micro-batch's reduce-scatter
-    hides behind its backward and the next forward. ZeRO-3/FSDP all-gathers each layer's weights in the
-    forward and again in the backward and reduce-scatters its gradients, every
+    hides behind its backward and the next forward. ZeRO-3/FSDP all-gathers each layer's
+    weights in the forward and again in the backward and reduce-scatters its gradients, every
     micro-batch, prefetched one layer ahead: per layer only what exceeds that layer's
     compute is exposed."""
     wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
