@@ -14,6 +14,7 @@ from infraplan.models import load_model
 from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, gemm_time, wave_efficiency
 from infraplan.training.evaluate import TrainingJob, evaluate_plan
+from infraplan.training.layer_time import PlanArrays, layer_time
 from infraplan.training.plan import ParallelPlan
 from infraplan.training.step_time import BREAKDOWN
 
@@ -66,6 +67,25 @@ def test_pipeline_bubble_is_p_minus_1_over_v_micro_batches():
         r = evaluate_plan(arch, "h100", job, plan)
         per_microbatch = (r.breakdown_s["compute"] + r.breakdown_s["pp_p2p"]) / 64
         assert r.breakdown_s["bubble"] == pytest.approx(3 / vp * per_microbatch, rel=0.02)
+
+
+def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
+    """Llama 3.1 8B, TP 1: the forward quantizes the inputs of qkv (h), attn_out (h),
+    gate/up (h, one shared copy) and down (f); the backward the gradients of their outputs
+    (q + 2 kv = 6144, h, f, f, h). Four bytes per element, at memory bandwidth."""
+    arch = load_model("llama-3.1-8b")
+    dev = Device(gemm_flops=1e15, attention_flops=5e14, memory_bytes_per_s=3e12,
+                 compute_units=None, kernel_overhead_s=0.0)
+    one = np.ones(1)
+    p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, vp=one, zero=0 * one, sp=0 * one,
+                   mb=2 * one, recompute=0 * one, microbatches=one, tp_overlap=0 * one)
+    kw = dict(seq_len=4096, kernels="fused", gemm_bytes=1.0, moe_layer=False)
+    bf, fp8 = layer_time(arch, dev, FABRIC, p, **kw), layer_time(arch, dev, FABRIC, p,
+                                                                fp8=True, **kw)
+    tokens, h, f = 2 * 4096, 4096, 14336
+    assert fp8.forward - bf.forward == pytest.approx(4 * tokens * (3 * h + f) / 3e12)
+    assert fp8.backward - bf.backward == pytest.approx(
+        4 * tokens * (6144 + 2 * h + 2 * f) / 3e12)
 
 
 def test_context_parallel_divides_compute_and_adds_ring_traffic():

@@ -21,6 +21,18 @@ from infraplan.physics.memory.training import recompute_weights
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and communication buffers
 FLASH_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls against the forward's 2
+# fp8 training quantizes every 16-bit GEMM operand it produces (each layer input in the
+# forward, each output gradient in the backward): read 2 bytes, write 1 byte row-wise and
+# 1 byte column-wise, because one GEMM reads the tensor along rows and another along
+# columns. cuBLASLt's fp8 GEMMs on Hopper take only the "TN" layout, so the column-wise copy
+# is a physical transpose (Transformer Engine docs, "Performance considerations: handling
+# transposes"; its fused nvte_cast_transpose writes both); MXFP8 scales blocks along one
+# direction, so Blackwell keeps both copies too. Delayed scaling fuses the amax; current
+# scaling's extra amax read is not counted.
+FP8_CAST_BYTES = 4.0
+# Megatron-Core's MoE router and shared-expert gate are plain 16/32-bit linear layers, not
+# Transformer Engine fp8 GEMMs
+_UNQUANTIZED_GEMMS = frozenset({"router", "shared_gate"})
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,14 @@ def _elementwise_bytes(arch: ModelArch, moe_layer: bool) -> tuple[float, float]:
 
 
 def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
-               seq_len: int, kernels: str, gemm_bytes: float, moe_layer: bool) -> LayerTime:
+               seq_len: int, kernels: str, gemm_bytes: float, moe_layer: bool,
+               fp8: bool = False) -> LayerTime:
     tokens = p.mb * seq_len / p.cp
     scopes = ("attention", "moe") if moe_layer else ("attention", "dense_mlp")
     fwd = np.zeros_like(tokens)
     bwd = np.zeros_like(tokens)
+    cast_in = {}  # fp8: forward inputs to quantize, one per distinct input tensor
+    cast_grad = np.zeros_like(tokens)  # fp8: backward output gradients to quantize
     for g in gemms(arch):
         if g.scope not in scopes:
             continue
@@ -102,11 +117,22 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
         # backward: input gradient (m x k, over n) and weight gradient (k x n, over m)
         bwd = bwd + gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, count=count) \
             + gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, count=count)
+        if fp8 and g.name not in _UNQUANTIZED_GEMMS:
+            # GEMMs reading the same tensor share one quantized copy of it: the column-split
+            # projections of one normalised input (q/k/v, gate/up, MLA's down projections)
+            reads = (g.scope, g.split == "row", g.fan_in, g.tokens_per_token,
+                     g.name.startswith("expert_"))
+            cast_in[reads] = m * k * count
+            cast_grad = cast_grad + m * n * count
 
     attn_fwd, attn_bwd = _attention(arch, dev, p, seq_len, kernels)
     rep, ten = _elementwise_bytes(arch, moe_layer)
     elem = memory_time(dev, tokens * (rep / np.where(p.sp > 0, p.tp, 1.0) + ten / p.tp),
                        count=6)
+    if fp8:
+        elem_in = sum(cast_in.values(), np.zeros_like(tokens))
+        fwd = fwd + memory_time(dev, FP8_CAST_BYTES * elem_in, count=len(cast_in))
+        bwd = bwd + memory_time(dev, FP8_CAST_BYTES * cast_grad, count=len(cast_in))
     forward = fwd + attn_fwd + elem
     backward = bwd + attn_bwd + 2 * elem
     _, selective, full = recompute_weights(p.recompute)

@@ -61,7 +61,8 @@ def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
     count): compute them once per distinct combination and spread them back."""
     first, inverse = unique_rows(p.tp, p.cp, p.ep, p.mb, p.sp, p.recompute, p.tp_overlap)
     q = p.subset(first)
-    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes)
+    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes,
+              fp8=opts.precision == "fp8")
     dense = layer_time(arch, dev, fab, q, moe_layer=False, **kw)
     moe = layer_time(arch, dev, fab, q, moe_layer=True, **kw) if arch.is_moe else dense
     tokens = q.mb * opts.seq_len / q.cp
