@@ -109,6 +109,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     bwd = np.zeros_like(tokens)
     cast_in = {}  # fp8: forward inputs to quantize, one per distinct input tensor
     cast_grad = np.zeros_like(tokens)  # fp8: backward output gradients to quantize
+    grads = 0  # fp8: cast kernels in the backward, one per quantized GEMM
     for g in gemms(arch):
         if g.scope not in scopes:
             continue
@@ -124,6 +125,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
                      g.name.startswith("expert_"))
             cast_in[reads] = m * k * count
             cast_grad = cast_grad + m * n * count
+            grads += 1
 
     attn_fwd, attn_bwd = _attention(arch, dev, p, seq_len, kernels)
     rep, ten = _elementwise_bytes(arch, moe_layer)
@@ -132,7 +134,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     if fp8:
         elem_in = sum(cast_in.values(), np.zeros_like(tokens))
         fwd = fwd + memory_time(dev, FP8_CAST_BYTES * elem_in, count=len(cast_in))
-        bwd = bwd + memory_time(dev, FP8_CAST_BYTES * cast_grad, count=len(cast_in))
+        bwd = bwd + memory_time(dev, FP8_CAST_BYTES * cast_grad, count=grads)
     forward = fwd + attn_fwd + elem
     backward = bwd + attn_bwd + 2 * elem
     _, selective, full = recompute_weights(p.recompute)
