@@ -79,7 +79,7 @@ def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
     one = np.ones(1)
     p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, vp=one, zero=0 * one, sp=0 * one,
                    mb=2 * one, recompute=0 * one, microbatches=one, tp_overlap=0 * one)
-    kw = dict(seq_len=4096, kernels="fused", gemm_bytes=1.0, moe_layer=False)
+    kw = dict(seq_len=4096, kernels="fused", moe_layer=False)
     bf, fp8 = layer_time(arch, dev, FABRIC, p, **kw), layer_time(arch, dev, FABRIC, p,
                                                                 fp8=True, **kw)
     tokens, h, f = 2 * 4096, 4096, 14336

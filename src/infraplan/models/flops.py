@@ -38,6 +38,11 @@ class Gemm:
     split: str = "column"
 
     @property
+    def routed_expert(self) -> bool:
+        """One of the MoE block's routed experts (rows: the tokens routed to it)."""
+        return self.name.startswith("expert_")
+
+    @property
     def flops_per_token(self) -> float:
         return 2.0 * self.fan_in * self.fan_out * self.layers * self.tokens_per_token
 

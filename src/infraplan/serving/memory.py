@@ -19,7 +19,6 @@ from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator, Engine
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token, param_counts
-from infraplan.models.flops import Gemm
 from infraplan.serving.quantization import WeightFormat
 from infraplan.units import format_bytes
 
@@ -45,16 +44,12 @@ class ReplicaMemory:
         return self.kv_blocks * self.block_size
 
 
-def is_routed_expert(g: Gemm) -> bool:
-    return g.name.startswith("expert_")
-
-
 def weight_bytes_per_gpu(arch: ModelArch, weights: WeightFormat, tp: int) -> float:
     """GEMM weights of the layers in the stored format; embeddings, the LM head, norms and
     biases in 16 bits (engines leave the head unquantized: vLLM's fp8 and TensorRT-LLM's
     quantization configs exclude lm_head by default)."""
     experts = arch.moe.num_experts if arch.is_moe else 1
-    quantized = sum(g.fan_in * g.fan_out * g.layers * (experts if is_routed_expert(g) else 1)
+    quantized = sum(g.fan_in * g.fan_out * g.layers * (experts if g.routed_expert else 1)
                     for g in gemms(arch) if g.scope != "head")
     rest = param_counts(arch).total - quantized
     return (quantized * weights.bytes_per_weight + rest * 2.0) / tp

@@ -43,7 +43,7 @@ from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
 from infraplan.physics.compute import GEMM_TILES, Device
-from infraplan.serving.memory import is_routed_expert, kv_bytes_per_token_per_gpu
+from infraplan.serving.memory import kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
 
@@ -186,7 +186,7 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
             head = _roofline(dev16, rows, n, k, act, act, 1.0)  # the head stays 16-bit
             # vocabulary-parallel logits (fp32) gathered on the rank that samples
             head = head + all_gather(rows * g.fan_out * 4.0, group(tp, 1, fab), fab)
-        elif is_routed_expert(g):
+        elif g.routed_expert:
             experts, top_k = arch.moe.num_experts, g.tokens_per_token
             touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
             rows = np.divide(tokens * top_k * expert_imbalance, touched,

@@ -74,7 +74,7 @@ def _gemm_shape(g, tokens, tp, ep, arch: ModelArch):
     """(rows, cols, depth, count) of one GEMM on one rank."""
     n = g.fan_out / tp if g.split == "column" else np.full_like(tp, g.fan_out, dtype=float)
     k = g.fan_in / tp if g.split == "row" else np.full_like(tp, g.fan_in, dtype=float)
-    if g.name.startswith("expert_"):
+    if g.routed_expert:
         experts = arch.moe.num_experts
         rows = tokens * g.tokens_per_token * ep / experts  # tokens routed to each expert
         return rows, n, k, experts / ep
@@ -100,9 +100,14 @@ def _elementwise_bytes(arch: ModelArch, moe_layer: bool) -> tuple[float, float]:
     return replicated, tensor
 
 
+def gemm_operand_bytes(fp8: bool) -> float:
+    """Bytes per GEMM operand element: fp8 GEMMs read 1-byte operands, the rest 16-bit."""
+    return 1.0 if fp8 else ACT_BYTES
+
+
 def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
-               seq_len: int, kernels: str, gemm_bytes: float, moe_layer: bool,
-               fp8: bool = False) -> LayerTime:
+               seq_len: int, kernels: str, moe_layer: bool, fp8: bool = False) -> LayerTime:
+    gemm_bytes = gemm_operand_bytes(fp8)
     tokens = p.mb * seq_len / p.cp
     scopes = ("attention", "moe") if moe_layer else ("attention", "dense_mlp")
     fwd = np.zeros_like(tokens)
@@ -122,7 +127,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
             # GEMMs reading the same tensor share one quantized copy of it: the column-split
             # projections of one normalised input (q/k/v, gate/up, MLA's down projections)
             reads = (g.scope, g.split == "row", g.fan_in, g.tokens_per_token,
-                     g.name.startswith("expert_"))
+                     g.routed_expert)
             cast_in[reads] = m * k * count
             cast_grad = cast_grad + m * n * count
             grads += 1

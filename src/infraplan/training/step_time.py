@@ -21,8 +21,8 @@ from infraplan.physics.compute import Device, gemm_time, memory_time
 from infraplan.physics.hardware import calibration
 from infraplan.physics.memory.pipeline import pipeline_groups, unique_rows
 from infraplan.physics.memory.states import stage_params, state_bytes
-from infraplan.training.layer_time import (ACT_BYTES, LayerTime, PlanArrays, layer_time,
-                                          overlapped)
+from infraplan.training.layer_time import (ACT_BYTES, LayerTime, PlanArrays,
+                                          gemm_operand_bytes, layer_time, overlapped)
 
 BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
              "dp_comm", "zero3_comm", "optimizer", "data_stall")
@@ -61,8 +61,7 @@ def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
     count): compute them once per distinct combination and spread them back."""
     first, inverse = unique_rows(p.tp, p.cp, p.ep, p.mb, p.sp, p.recompute, p.tp_overlap)
     q = p.subset(first)
-    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, gemm_bytes=gemm_bytes,
-              fp8=opts.precision == "fp8")
+    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, fp8=opts.precision == "fp8")
     dense = layer_time(arch, dev, fab, q, moe_layer=False, **kw)
     moe = layer_time(arch, dev, fab, q, moe_layer=True, **kw) if arch.is_moe else dense
     tokens = q.mb * opts.seq_len / q.cp
@@ -76,7 +75,7 @@ def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
 
 
 def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
-    gemm_bytes = 1.0 if opts.precision == "fp8" else ACT_BYTES
+    gemm_bytes = gemm_operand_bytes(opts.precision == "fp8")
     dense, moe, head, embed = _per_layer_knobs(arch, dev, fab, opts, p, gemm_bytes)
     stages = stage_params(arch, pp, vp)
     tokens = p.mb * opts.seq_len / p.cp
