@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,17 @@ def test_deepseek_v3_is_671b_total_and_37b_active():
     counts = param_counts(load_model("deepseek-v3"))
     assert counts.total == 671_026_404_352  # transformers' count on the meta device
     assert counts.active == pytest.approx(37e9, rel=0.02)
+
+
+def test_deepseek_v3_routes_each_token_into_4_of_8_expert_groups():
+    """config.json n_group 8, topk_group 4 (the report's node-limited routing, M = 4)."""
+    moe = load_model("deepseek-v3").moe
+    assert (moe.expert_groups, moe.groups_per_token) == (8, 4)
+    path = Path(__file__).parents[2] / "src/infraplan/catalog/data/models/deepseek-v3.json"
+    raw = dict(json.loads(path.read_text()), topk_group=9)
+    with pytest.raises(InputError, match="n_group=8 must divide n_routed_experts=256 and be "
+                                         ">= topk_group=9"):
+        arch_from_config(raw, name="x", origin="config.json")
 
 
 def test_aliases_and_paths_load_the_same_architecture():

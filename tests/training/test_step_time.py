@@ -14,7 +14,7 @@ from infraplan.models import load_model
 from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, gemm_time, wave_efficiency
 from infraplan.training.evaluate import TrainingJob, evaluate_plan
-from infraplan.training.layer_time import PlanArrays, layer_time
+from infraplan.training.layer_time import PlanArrays, distinct_nodes_per_token, layer_time
 from infraplan.training.plan import ParallelPlan
 from infraplan.training.step_time import BREAKDOWN
 
@@ -86,6 +86,32 @@ def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
     assert fp8.forward - bf.forward == pytest.approx(4 * tokens * (3 * h + f) / 3e12)
     assert fp8.backward - bf.backward == pytest.approx(
         4 * tokens * (6144 + 2 * h + 2 * f) / 3e12)
+
+
+def test_group_limited_routing_crosses_the_network_once_per_destination_node():
+    """DeepSeek-V3 (k = 8 experts in 4 of 8 groups) with EP 64 over 8 nodes, one group per
+    node: a token reaches exactly 4 nodes, 3.5 of them remote in expectation, so 3.5 / 8 of
+    its routed copies cross a NIC instead of 56 / 64 of them."""
+    arch = load_model("deepseek-v3")
+    moe = arch.moe
+    nodes = np.array([1.0, 4.0, 8.0, 16.0])
+    expected = [1.0, 4 * (1 - math.comb(6, 4) / math.comb(8, 4)), 4.0, 8 * (1 - (7 / 8) ** 8)]
+    assert distinct_nodes_per_token(moe, nodes) == pytest.approx(expected)
+    ungrouped = replace(moe, expert_groups=1, groups_per_token=1)
+    assert distinct_nodes_per_token(ungrouped, 8.0) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+
+    dev = Device(gemm_flops=1e15, attention_flops=5e14, memory_bytes_per_s=3e12,
+                 compute_units=None, kernel_overhead_s=0.0)
+    one = np.ones(1)
+    p = PlanArrays(tp=one, pp=one, dp=64 * one, cp=one, ep=64 * one, vp=one, zero=0 * one,
+                   sp=0 * one, mb=one, recompute=0 * one, microbatches=one, tp_overlap=0 * one)
+    kw = dict(seq_len=4096, kernels="fused", moe_layer=True)
+    size = 4096 * 8 * arch.hidden_size * 2.0
+    passes = 2 * 2  # dispatch + combine, forward + backward
+    grouped = layer_time(arch, dev, FABRIC, p, **kw).ep_comm
+    plain = layer_time(replace(arch, moe=ungrouped), dev, FABRIC, p, **kw).ep_comm
+    assert grouped == pytest.approx(passes * (3.5 / 8 * size / 20e9 + 63 * 10e-6))
+    assert plain == pytest.approx(passes * (56 / 64 * size / 20e9 + 63 * 10e-6))
 
 
 def test_context_parallel_divides_compute_and_adds_ring_traffic():

@@ -59,6 +59,10 @@ class MoeSpec:
     expert: MlpSpec  # one routed expert
     shared: MlpSpec | None = None  # the shared experts fused into one MLP (width = sum)
     shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(h, 1) on the shared expert
+    # Group-limited routing (DeepSeek-V2/V3 n_group, topk_group): the experts form
+    # `expert_groups` equal groups and a token routes only into `groups_per_token` of them
+    expert_groups: int = 1
+    groups_per_token: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

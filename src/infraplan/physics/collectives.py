@@ -80,12 +80,15 @@ def reduce_scatter(size_bytes, g: Group, fabric: Fabric) -> np.ndarray:
 all_gather = reduce_scatter
 
 
-def all_to_all(size_bytes, g: Group, fabric: Fabric) -> np.ndarray:
+def all_to_all(size_bytes, g: Group, fabric: Fabric, remote_share=None) -> np.ndarray:
     """Each rank sends (n-1)/n of its `size_bytes` buffer: the part for ranks in its node
-    over the intra-node links, the rest over its NIC; both run at once."""
+    over the intra-node links, the rest over its NIC; both run at once. `remote_share`
+    overrides the share that leaves the node (default (n-k)/n) for a dispatcher that
+    sends a token once per destination node and forwards it inside that node."""
     n, k = g.size, g.per_node
+    remote = (n - k) / n if remote_share is None else remote_share
     intra = (k - 1) / n * size_bytes / fabric.intra_bytes_per_s
-    inter = (n - k) / n * size_bytes / fabric.inter_bytes_per_s
+    inter = remote * size_bytes / fabric.inter_bytes_per_s
     t = np.maximum(intra, inter) + (n - 1) * _latency(g, fabric)
     return np.where(n > 1, t, 0.0)
 

@@ -216,8 +216,38 @@ def overlapped(comm, window):
 
 def _expert_all_to_all(arch, fab, p, tokens):
     """Dispatch and combine all-to-alls of the k routed copies of each token, forward and
-    backward (and the recomputed forward); expert-parallel ranks follow TP and CP."""
-    size = tokens * arch.moe.experts_per_token * arch.hidden_size * ACT_BYTES
+    backward (and the recomputed forward); expert-parallel ranks follow TP and CP.
+
+    Megatron-Core's all-to-all dispatcher sends every routed copy. A model with
+    group-limited routing is dispatched as DeepSeek-V3 does (report Sec. 3.2.2; DeepEP): a
+    token crosses the network once per destination node, then NVLink forwards it to the
+    experts there, so only the distinct remote nodes count against the NIC."""
+    moe = arch.moe
+    size = tokens * moe.experts_per_token * arch.hidden_size * ACT_BYTES
     group = coll.group(p.ep, p.tp * p.cp, fab)
+    remote = None
+    if moe.expert_groups > 1:
+        nodes = group.size / group.per_node
+        remote = distinct_nodes_per_token(moe, nodes) * (nodes - 1) / nodes \
+            / moe.experts_per_token
     passes = 2 + recompute_weights(p.recompute)[2]
-    return 2 * passes * coll.all_to_all(size, group, fab)
+    return 2 * passes * coll.all_to_all(size, group, fab, remote_share=remote)
+
+
+def distinct_nodes_per_token(moe, nodes):
+    """Expected number of nodes holding a token's k routed experts, the experts laid out
+    contiguously over `nodes` nodes and split into G groups of which the token uses t.
+    With G >= nodes each node holds g = G / nodes whole groups: a node is missed when
+    none of the t groups (drawn without replacement) is one of its g. With fewer groups
+    than nodes the t groups span R = t x nodes / G nodes and the k experts fall among
+    them uniformly: R (1 - (1 - 1/R)^k). No grouping (G = t = 1) is the second case."""
+    nodes = np.asarray(nodes, dtype=float)
+    k, groups, picked = moe.experts_per_token, moe.expert_groups, moe.groups_per_token
+    per_node = groups / nodes
+    missed = np.ones_like(nodes)
+    for i in range(picked):
+        missed = missed * np.clip((groups - per_node - i) / (groups - i), 0.0, 1.0)
+    whole_groups = nodes * (1.0 - missed)
+    reach = np.maximum(picked * nodes / groups, 1.0)
+    spread = reach * (1.0 - (1.0 - 1.0 / reach) ** k)
+    return np.minimum(np.where(per_node >= 1.0, whole_groups, spread), float(k))
