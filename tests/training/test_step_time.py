@@ -99,6 +99,8 @@ def test_group_limited_routing_crosses_the_network_once_per_destination_node():
     assert distinct_nodes_per_token(moe, nodes) == pytest.approx(expected)
     ungrouped = replace(moe, expert_groups=1, groups_per_token=1)
     assert distinct_nodes_per_token(ungrouped, 8.0) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    every_group = replace(moe, groups_per_token=8)  # no limit: only k bounds the spread
+    assert distinct_nodes_per_token(every_group, 8.0) == pytest.approx(8 * (1 - (7 / 8) ** 8))
 
     dev = Device(gemm_flops=1e15, attention_flops=5e14, memory_bytes_per_s=3e12,
                  compute_units=None, kernel_overhead_s=0.0)

@@ -237,17 +237,21 @@ def _expert_all_to_all(arch, fab, p, tokens):
 def distinct_nodes_per_token(moe, nodes):
     """Expected number of nodes holding a token's k routed experts, the experts laid out
     contiguously over `nodes` nodes and split into G groups of which the token uses t.
-    With G >= nodes each node holds g = G / nodes whole groups: a node is missed when
-    none of the t groups (drawn without replacement) is one of its g. With fewer groups
-    than nodes the t groups span R = t x nodes / G nodes and the k experts fall among
-    them uniformly: R (1 - (1 - 1/R)^k). No grouping (G = t = 1) is the second case."""
+    k experts spread uniformly over R nodes reach R (1 - (1 - 1/R)^k) of them. With
+    G >= nodes each node holds g = G / nodes whole groups and is missed when none of the
+    t groups (drawn without replacement) is one of its g: at most nodes x (1 - C(G - g, t)
+    / C(G, t)), and no more than the k experts alone would reach. With fewer groups than
+    nodes the t groups span R = t x nodes / G nodes. No grouping is G = t = 1."""
     nodes = np.asarray(nodes, dtype=float)
     k, groups, picked = moe.experts_per_token, moe.expert_groups, moe.groups_per_token
+
+    def uniform(reach):
+        return reach * (1.0 - (1.0 - 1.0 / reach) ** k)
+
     per_node = groups / nodes
     missed = np.ones_like(nodes)
     for i in range(picked):
         missed = missed * np.clip((groups - per_node - i) / (groups - i), 0.0, 1.0)
-    whole_groups = nodes * (1.0 - missed)
-    reach = np.maximum(picked * nodes / groups, 1.0)
-    spread = reach * (1.0 - (1.0 - 1.0 / reach) ** k)
-    return np.minimum(np.where(per_node >= 1.0, whole_groups, spread), float(k))
+    whole_groups = np.minimum(nodes * (1.0 - missed), uniform(nodes))
+    spread = uniform(np.maximum(picked * nodes / groups, 1.0))
+    return np.where(per_node >= 1.0, whole_groups, spread)
