@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infraplan.models.arch import ModelArch
+from infraplan.models.arch import ModelArch, MoeSpec
 from infraplan.models.flops import attended_keys_per_sequence, gemms
 from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, attention_time, gemm_time, memory_time
@@ -234,7 +234,7 @@ def _expert_all_to_all(arch, fab, p, tokens):
     return 2 * passes * coll.all_to_all(size, group, fab, remote_share=remote)
 
 
-def distinct_nodes_per_token(moe, nodes):
+def distinct_nodes_per_token(moe: MoeSpec, nodes) -> np.ndarray:
     """Expected number of nodes holding a token's k routed experts, the experts laid out
     contiguously over `nodes` nodes and split into G groups of which the token uses t.
     k experts spread uniformly over R nodes reach R (1 - (1 - 1/R)^k) of them. With
