@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError, close_matches
 from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import read_user_file
-
-PositiveInt = Field(ge=1)
 
 
 class _Spec(BaseModel):
@@ -176,7 +174,7 @@ def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
 
 class TrainHardware(_Spec):
     gpus: tuple[str, ...] = Field(min_length=1, description="accelerator names to compare")
-    counts: tuple[int, ...] | None = Field(
+    counts: tuple[PositiveInt, ...] | None = Field(
         default=None, description="GPU counts allowed (default: min_count..max_count)")
     min_count: int = Field(default=8, ge=1)
     max_count: int = Field(default=1024, ge=1)

@@ -134,6 +134,26 @@ def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     assert code == 2 and fragment in err and err.count("\n") == 1
 
 
+TRAIN = ("model: llama-3.1-8b\ntraining: {tokens: 1.0e9, global_batch: 64, seq_len: 2048}\n"
+         "hardware: {gpus: [h100], counts: [8, -8]}\n")
+SERVE = ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+         "num_requests: 50}\nsearch: {gpus: [h100], tp: [1, 0]}\n")
+
+
+@pytest.mark.parametrize("command, content, fragment", [
+    ("train", TRAIN, "hardware.counts.1: Input should be greater than 0 (got -8)"),
+    ("serve", SERVE, "search.tp.1 must be > 0 (got 0)"),
+    ("serve", SERVE.replace("tp: [1, 0]", "max_num_seqs: [64, -1]"),
+     "search.max_num_seqs.1 must be > 0 (got -1)"),
+])
+def test_each_entry_of_a_searched_list_is_checked(tmp_path, capsys, command, content,
+                                                  fragment):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    code, _, err = run(capsys, "plan", command, str(path))
+    assert code == 2 and fragment in err and err.count("\n") == 1
+
+
 def test_bad_config_json(tmp_path, capsys):
     broken = tmp_path / "config.json"
     broken.write_text('{"model_type": "llama", "hidden_size": 64,,}')

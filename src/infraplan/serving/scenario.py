@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
@@ -29,11 +29,11 @@ class SearchSpace(SpecModel):
     """The configurations `plan serve` compares; each list is searched in full."""
 
     gpus: tuple[str, ...] = Field(min_length=1, description="accelerators to compare")
-    tp: tuple[int, ...] = Field(default=(1, 2, 4, 8), min_length=1)
+    tp: tuple[PositiveInt, ...] = Field(default=(1, 2, 4, 8), min_length=1)
     weight_dtypes: tuple[str, ...] = Field(default=("bf16", "fp8"), min_length=1)
     kv_dtypes: tuple[str, ...] = Field(default=("bf16",), min_length=1)
-    max_num_seqs: tuple[int, ...] | None = Field(default=None, description="default: the "
-                                                                          "engine's")
+    max_num_seqs: tuple[PositiveInt, ...] | None = Field(
+        default=None, description="default: the engine's")
     engine: str = "vllm"
     max_replicas: int = Field(default=64, ge=1, le=4096)
 
