@@ -141,16 +141,18 @@ SERVE = ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}
 
 
 @pytest.mark.parametrize("command, content, fragment", [
-    ("train", TRAIN, "hardware.counts.1: Input should be greater than 0 (got -8)"),
-    ("serve", SERVE, "search.tp.1 must be > 0 (got 0)"),
-    ("serve", SERVE.replace("tp: [1, 0]", "max_num_seqs: [64, -1]"),
+    ("plan train", TRAIN, "hardware.counts.1: Input should be greater than 0 (got -8)"),
+    ("plan serve", SERVE, "search.tp.1 must be > 0 (got 0)"),
+    ("plan serve", SERVE.replace("tp: [1, 0]", "max_num_seqs: [64, -1]"),
      "search.max_num_seqs.1 must be > 0 (got -1)"),
+    ("simulate train", TRAIN.replace(", -8]", "]") + "run: {strategies: []}\n",
+     "run.strategies: Tuple should have at least 1 item"),
 ])
-def test_each_entry_of_a_searched_list_is_checked(tmp_path, capsys, command, content,
-                                                  fragment):
+def test_scenario_lists_are_checked_entry_by_entry(tmp_path, capsys, command, content,
+                                                   fragment):
     path = tmp_path / "scenario.yaml"
     path.write_text(content)
-    code, _, err = run(capsys, "plan", command, str(path))
+    code, _, err = run(capsys, *command.split(), str(path))
     assert code == 2 and fragment in err and err.count("\n") == 1
 
 

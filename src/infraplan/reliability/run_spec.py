@@ -71,7 +71,8 @@ class RunSpec(_Spec):
     asynchronous: bool = Field(default=True, description="async checkpoint (host copy, then "
                                                          "upload while training)")
     failure_detection_s: float = Field(default=FAILURE_DETECTION_S, ge=0)
-    strategies: tuple[Literal["on_demand", "spot", "reserved_plus_spot"], ...] = STRATEGIES
+    strategies: tuple[Literal["on_demand", "spot", "reserved_plus_spot"], ...] = Field(
+        default=STRATEGIES, min_length=1, description="pricing strategies to compare")
     spot: SpotSpec = SpotSpec()
     reserved: ReservedSpec | None = None
     trials: int = Field(default=1000, ge=1, le=MAX_TRIALS)
