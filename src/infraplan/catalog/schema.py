@@ -170,6 +170,10 @@ class Measurement(Row):
         default=None, description="memory bandwidth, or collective bus bandwidth (busbw)")
     problem: str = Field(description="shape / message size / head dim the figure is for")
     software: str = Field(description="library and version (cuBLAS 12.x, FlashAttention-2)")
+    training_default: str | None = Field(
+        default=None, description="the training stack that runs this kernel by default on "
+        "this chip, and where that is documented; a training step's attention is priced "
+        "from such kernels when the chip has any, not from the fastest one published")
 
 
 class Calibration(Constant):

@@ -23,20 +23,22 @@ def calibration(name: str) -> float:
 
 def _best_fraction(target: str | tuple[str, ...], kinds: tuple[str, ...], peak: float, *,
                    dtypes: tuple[str, ...] | None = None, use_bytes: bool = False,
-                   pick=max) -> float | None:
+                   pick=max, training_defaults: bool = False) -> float | None:
     """Published achieved/peak among matching measurements of `target` (a name or several),
     the highest by default (None if none): kernels are judged by what a well-shaped problem
-    reaches."""
+    reaches. `training_defaults`: only the kernels a training stack runs by default, when
+    any of the matching measurements is one."""
     targets = (target,) if isinstance(target, str) else target
-    fractions = []
-    for m in load_catalog().measurements:
-        if m.target not in targets or m.kind not in kinds:
-            continue
-        if dtypes is not None and m.dtype not in dtypes:
-            continue
-        achieved = m.achieved_bytes_per_s if use_bytes else m.achieved_flops
-        if achieved:
-            fractions.append(min(achieved / peak, 1.0))
+
+    def achieved(m):
+        return m.achieved_bytes_per_s if use_bytes else m.achieved_flops
+
+    rows = [m for m in load_catalog().measurements
+            if m.target in targets and m.kind in kinds and achieved(m)
+            and (dtypes is None or m.dtype in dtypes)]
+    if training_defaults and any(m.training_default for m in rows):
+        rows = [m for m in rows if m.training_default]
+    fractions = [min(achieved(m) / peak, 1.0) for m in rows]
     return pick(fractions) if fractions else None
 
 
@@ -69,12 +71,16 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     # attention runs in 16-bit even in fp8 training (Transformer Engine default)
     peak16 = gpu.peak_flops_for("bf16" if "bf16" in gpu.peak_flops else "fp16") \
         if any(d in gpu.peak_flops for d in _SIXTEEN_BIT) else peak
-    attention = _best_fraction(kernels_of, attention_kinds, peak16, dtypes=_SIXTEEN_BIT)
-    if attention is None and use == "training":
+    # a training step runs the attention kernel its stack picks (Transformer Engine: cuDNN
+    # on Hopper), which need not be the fastest one published (FlashAttention-3)
+    training = use == "training"
+    attention = _best_fraction(kernels_of, attention_kinds, peak16, dtypes=_SIXTEEN_BIT,
+                               training_defaults=training)
+    if attention is None and training:
         # only forward kernels published (a new chip): the backward runs at a measured share
         # of the forward's rate
         forward = _best_fraction(kernels_of, ("attention_forward",), peak16,
-                                 dtypes=_SIXTEEN_BIT)
+                                 dtypes=_SIXTEEN_BIT, training_defaults=True)
         attention = forward and forward * calibration("attention-backward-forward-ratio")
     attention = attention or calibration("default-attention-fraction")
     memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
