@@ -109,6 +109,15 @@ def test_serving_costs_and_energy_are_itemised():
     ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
      "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
      "deployment: {gpu: h100}\nenergy: {region: us-east-11}\n", "did you mean 'us-east-1'"),
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100, replicas: 1000000000000}\n",
+     "deployment.replicas must be <= 4096"),
+    # a static batch too big for the GPU: the batch's logits are reserved like max_num_seqs'
+    ("model: llama-3.1-8b\ntraffic: {arrival: {kind: offline}, "
+     "num_requests: 10, input: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"
+     "deployment: {gpu: h100, batching: static, batch_size: 1000000}\n",
+     "lower the batch limits (max_num_seqs or a static batch_size: now 1,000,000"),
 ])
 def test_bad_serving_scenarios_exit_2(tmp_path, capsys, text, needle):
     path = tmp_path / "s.yaml"

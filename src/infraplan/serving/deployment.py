@@ -21,6 +21,8 @@ from infraplan.serving.memory import ReplicaMemory, replica_memory
 from infraplan.serving.quantization import activation_dtype, weight_format
 from infraplan.serving.step_time import Speculation, StepModel, build_step_model
 
+MAX_REPLICAS = 4096  # a simulation keeps every replica's engine state in memory
+
 
 class Speculative(SpecModel):
     method: Literal["draft", "ngram"] = Field(
@@ -48,7 +50,7 @@ class Deployment(SpecModel):
     tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per replica")
     pp: int = Field(default=1, ge=1, description="pipeline stages per replica (a "
                                                  "throughput model: see step_time.py)")
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     weight_dtype: str = Field(default="bf16", description="bf16, fp16, fp8, int8, int4")
     kv_dtype: str | None = Field(default=None,
                                  description="KV-cache dtype (default: 16-bit; fp8 halves it)")
@@ -155,17 +157,17 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     weights = weight_format(dep.weight_dtype, gpu, act)
     kv_dtype = canonical_dtype(dep.kv_dtype or act, field="kv_dtype")
     max_seqs, max_tokens = engine.batch_limits(gpu)
+    static = dep.batch_size if dep.batching == "static" else None
     block = dep.block_size or engine.block_size
+    # a static batch's activations and logits are reserved like max_num_seqs'
     memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
                             kv_dtype=kv_dtype,
                             max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
-                            max_num_seqs=dep.max_num_seqs or max_seqs, block_size=block,
-                            memory_fraction=dep.memory_fraction)
+                            max_num_seqs=dep.max_num_seqs or static or max_seqs,
+                            block_size=block, memory_fraction=dep.memory_fraction)
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
         max_seqs, max_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
-    if dep.batching == "static":
-        max_seqs = dep.batch_size
-    max_seqs = dep.max_num_seqs or max_seqs
+    max_seqs = dep.max_num_seqs or static or max_seqs
     max_tokens = dep.max_num_batched_tokens or max_tokens
     spec = None
     if dep.speculative is not None:

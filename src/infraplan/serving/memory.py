@@ -96,10 +96,14 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
     if mem.kv_blocks < 1:
+        fix = (f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or "
+               "pick a GPU with more memory")
+        if activations > weight:  # the batch limits, not the model, fill the GPU
+            fix = (f"lower the batch limits (max_num_seqs or a static batch_size: now "
+                   f"{max_num_seqs:,}; max_num_batched_tokens: now {max_num_batched_tokens:,}), "
+                   f"or {fix}")
         raise InputError(
             f"{arch.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}): weights "
             f"{format_bytes(weight)} + activations {format_bytes(activations)} per GPU leave "
-            "no room for the KV cache",
-            fix=f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or "
-                "pick a GPU with more memory")
+            "no room for the KV cache", fix=fix)
     return mem

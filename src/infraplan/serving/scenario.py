@@ -8,7 +8,7 @@ from pydantic import Field, PositiveInt
 
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
-from infraplan.serving.deployment import Deployment
+from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
 from infraplan.serving.traffic import TrafficSpec
@@ -35,7 +35,7 @@ class SearchSpace(SpecModel):
     max_num_seqs: tuple[PositiveInt, ...] | None = Field(
         default=None, description="default: the engine's")
     engine: str = "vllm"
-    max_replicas: int = Field(default=64, ge=1, le=4096)
+    max_replicas: int = Field(default=64, ge=1, le=MAX_REPLICAS)
 
 
 class ServeScenario(SpecModel):
