@@ -56,16 +56,17 @@ def step_time_arrays(arch: ModelArch, dev: Device, fab: coll.Fabric, opts: StepO
     return out
 
 
-def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
+def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays):
     """Layer, head and embedding times depend on few knobs (not DP, ZeRO or micro-batch
     count): compute them once per distinct combination and spread them back."""
     first, inverse = unique_rows(p.tp, p.cp, p.ep, p.mb, p.sp, p.recompute, p.tp_overlap)
     q = p.subset(first)
-    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, fp8=opts.precision == "fp8")
+    fp8 = opts.precision == "fp8"
+    kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, fp8=fp8)
     dense = layer_time(arch, dev, fab, q, moe_layer=False, **kw)
     moe = layer_time(arch, dev, fab, q, moe_layer=True, **kw) if arch.is_moe else dense
     tokens = q.mb * opts.seq_len / q.cp
-    head = _head_time(arch, dev, fab, q, tokens, gemm_bytes)
+    head = _head_time(arch, dev, fab, q, tokens, gemm_operand_bytes(fp8))
     embed = _embedding_time(arch, dev, fab, q, tokens)
 
     def spread(lt: LayerTime) -> LayerTime:
@@ -75,8 +76,7 @@ def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays, gemm_bytes):
 
 
 def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
-    gemm_bytes = gemm_operand_bytes(opts.precision == "fp8")
-    dense, moe, head, embed = _per_layer_knobs(arch, dev, fab, opts, p, gemm_bytes)
+    dense, moe, head, embed = _per_layer_knobs(arch, dev, fab, opts, p)
     stages = stage_params(arch, pp, vp)
     tokens = p.mb * opts.seq_len / p.cp
 
