@@ -71,6 +71,33 @@ TINY = {
                             vocab_size=101, n_positions=128),
     "gpt_bigcode-mha": dict(model_type="gpt_bigcode", n_embd=64, n_layer=2, n_head=4,
                             vocab_size=101, n_positions=128, multi_query=False, n_inner=80),
+    "deepseek_v2-lite-style": dict(BASE, model_type="deepseek_v2", num_key_value_heads=4,
+                                   q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16,
+                                   qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8,
+                                   num_experts_per_tok=2, moe_intermediate_size=32,
+                                   n_shared_experts=2, first_k_dense_replace=1),
+    "granite": dict(BASE, model_type="granite", attention_bias=True),
+    "granitemoe": dict(BASE, model_type="granitemoe", num_local_experts=4,
+                       num_experts_per_tok=2),
+    "gemma2": dict(BASE, model_type="gemma2", head_dim=16, sliding_window=8),
+    "gemma3_text": dict(BASE, model_type="gemma3_text", head_dim=16, num_hidden_layers=7,
+                        sliding_window=8),
+    "olmo": dict(BASE, model_type="olmo"),
+    "olmo2": dict(BASE, model_type="olmo2"),
+    "olmo3": dict(BASE, model_type="olmo3", sliding_window=8),
+    "olmoe": dict(BASE, model_type="olmoe", num_experts=6, num_experts_per_tok=2),
+    "cohere-qknorm": dict(BASE, model_type="cohere", use_qk_norm=True),
+    "cohere2": dict(BASE, model_type="cohere2", num_hidden_layers=5, sliding_window=8),
+    "exaone4": dict(BASE, model_type="exaone4", sliding_window=8),
+    "stablelm": dict(BASE, model_type="stablelm", use_qkv_bias=True),
+    "stablelm-parallel": dict(BASE, model_type="stablelm", use_parallel_residual=True),
+    "phi": dict(BASE, model_type="phi"),
+    "phi-qk-layernorm": dict(BASE, model_type="phi", qk_layernorm=True),
+    "gpt_oss": dict(BASE, model_type="gpt_oss", num_local_experts=4, num_experts_per_tok=2,
+                    head_dim=16, sliding_window=8),
+    "llama4_text": dict(BASE, model_type="llama4_text", num_local_experts=4,
+                        num_experts_per_tok=1, intermediate_size_mlp=80,
+                        interleave_moe_layer_step=2, attention_chunk_size=8, head_dim=16),
     "falcon-7b-style": dict(model_type="falcon", hidden_size=64, num_hidden_layers=2,
                             num_attention_heads=4, vocab_size=101),
     "falcon-40b-style": dict(model_type="falcon", hidden_size=64, num_hidden_layers=2,
@@ -116,7 +143,9 @@ def test_parameter_count_matches_transformers(label):
 @pytest.mark.parametrize("label", ["llama-gqa", "llama-mqa-headdim", "gpt2", "qwen3",
                                    "nemotron", "deepseek_v3", "gemma-mqa", "gptj",
                                    "gpt_neox", "opt", "bloom", "mpt", "gpt_bigcode-mqa",
-                                   "falcon-7b-style", "starcoder2"])
+                                   "falcon-7b-style", "starcoder2", "olmo2", "olmoe",
+                                   "cohere-qknorm", "phi", "stablelm",
+                                   "deepseek_v2-lite-style"])
 def test_kv_cache_bytes_match_a_real_cache(label):
     config = TINY[label]
     model = build(config).to(torch.bfloat16)
@@ -133,3 +162,43 @@ def test_kv_cache_bytes_match_a_real_cache(label):
     # (Falcon-40B-style grouped key/value heads are left out: transformers caches them
     # repeated to every query head, engines cache the num_kv_heads groups we count.)
     assert kv_cache_bytes(arch, seq_len, "bf16", batch=batch) == real
+
+
+@pytest.mark.parametrize("label", ["gemma2", "gemma3_text", "olmo3", "cohere2", "exaone4",
+                                   "gpt_oss", "llama4_text"])
+def test_local_layers_match_the_layers_a_real_cache_caps(label):
+    """Families that alternate local (sliding-window) and global layers: the layers whose
+    cache stops growing are the ones we count as windowed. transformers keeps w - 1 past
+    tokens in a local layer (the current token is the w-th key); engines' paged caches and
+    our count keep w, one token per local layer more."""
+    config = TINY[label]
+    model = build(config).to(torch.bfloat16)
+    seq_len, batch = 13, 2
+    window = config.get("sliding_window") or config["attention_chunk_size"]
+    ids = torch.randint(0, config["vocab_size"], (batch, seq_len))
+    with torch.no_grad():
+        layers = model(ids, use_cache=True).past_key_values.layers
+    capped = [layer for layer in layers if layer.keys.shape[-2] < seq_len]
+    assert {layer.keys.shape[-2] for layer in capped} == {window - 1}
+    arch = arch_from_config(config, name=label, origin=label)
+    assert arch.num_windowed_layers == len(capped) > 0
+    real = sum(layer.keys.numel() * layer.keys.element_size()
+               + layer.values.numel() * layer.values.element_size() for layer in layers)
+    one_token = 2 * arch.attention.num_kv_heads * arch.attention.head_dim * 2  # K, V bf16
+    assert kv_cache_bytes(arch, seq_len, "bf16", batch=batch) == \
+        real + len(capped) * batch * one_token
+
+
+def test_a_multimodal_checkpoint_is_planned_as_its_language_model():
+    """Gemma 3, Llama 4 and Mistral 3 checkpoints wrap a text model in `text_config`: the
+    planner counts that model (transformers' *ForCausalLM of the text config), not the
+    vision tower."""
+    text = dict(TINY["gemma3_text"])
+    wrapper = transformers.AutoConfig.for_model(
+        "gemma3", text_config=text,
+        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, patch_size=14))
+    with_vision = sum(p.numel() for p in build(wrapper.to_dict()).parameters())
+    language = sum(p.numel() for p in build(text).parameters())
+    counts = param_counts(arch_from_config(wrapper.to_dict(), name="g3", origin="g3"))
+    assert counts.total == language < with_vision

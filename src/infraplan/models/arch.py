@@ -20,12 +20,17 @@ class AttentionSpec:
     v_head_dim: int  # value width per head (equal to head_dim except in MLA)
     qkv_bias: bool = False
     o_bias: bool = False
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    qk_norm: bool = False  # a norm on q and k: per head (Qwen3, Gemma 3) ...
+    qk_norm_full_width: bool = False  # ... or over the whole projection (OLMo 2, Cohere)
+    sinks: bool = False  # a learned sink logit per head (gpt-oss)
     # Multi-head latent attention (DeepSeek-V2/V3): low-rank q and a shared kv latent.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int = 0
     sliding_window: int | None = None
+    # layers that attend within the window (None: all); Gemma 2, gpt-oss alternate local
+    # and global layers, so only some layers' keys and cache are capped
+    windowed_layers: int | None = None
 
     @property
     def kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
@@ -63,6 +68,7 @@ class MoeSpec:
     # `expert_groups` equal groups and a token routes only into `groups_per_token` of them
     expert_groups: int = 1
     groups_per_token: int = 1
+    router_bias: bool = False  # gpt-oss's router Linear has a bias
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +82,7 @@ class ModelArch:
     tie_word_embeddings: bool
     norm: Literal["layernorm", "rmsnorm"]
     norm_bias: bool  # LayerNorm with a bias vector
+    norm_weight: bool = True  # False: non-parametric LayerNorm (OLMo 1)
     learned_positions: bool  # GPT-2 style absolute position table (else RoPE/ALiBi)
     position_offset: int = 0  # extra rows of that table (OPT reserves 2 for padding)
     norms_per_layer: int = 2  # pre-attention and pre-MLP (GPT-J, Falcon-7B share one)
@@ -107,3 +114,11 @@ class ModelArch:
 
     def layer_is_moe(self, index: int) -> bool:
         return index in self.moe_layers
+
+    @property
+    def num_windowed_layers(self) -> int:
+        """Layers whose attention keys and cache a sliding window caps."""
+        at = self.attention
+        if not at.sliding_window:
+            return 0
+        return self.num_layers if at.windowed_layers is None else at.windowed_layers

@@ -5,10 +5,11 @@ the pieces every family shares (head width, grouped-query attention, the common 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from infraplan.errors import InputError
-from infraplan.models.arch import AttentionSpec
+from infraplan.models.arch import AttentionSpec, ModelArch, MoeSpec
 
 _REQUIRED = object()
 
@@ -107,3 +108,12 @@ def common_fields(cfg: ConfigReader, name: str, *, tie_default: bool, **extra: A
         attention_dropout=cfg.fraction("attention_dropout", default=0.0),
         **extra,
     )
+
+
+def with_moe(arch: ModelArch, moe: MoeSpec, layers: tuple[int, ...],
+             cfg: ConfigReader) -> ModelArch:
+    """`arch` with the MoE block `moe` on `layers`."""
+    if moe.experts_per_token > moe.num_experts:
+        raise InputError(f"{cfg.origin}: num_experts_per_tok {moe.experts_per_token} exceeds "
+                         f"the {moe.num_experts} experts")
+    return replace(arch, moe=moe, moe_layers=layers)

@@ -9,13 +9,14 @@ that `transformers` would use.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 from infraplan.models import families_gpt as gpt
-from infraplan.models.config_reader import ConfigReader, common_fields, gqa_attention
+from infraplan.models import families_variants as var
+from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_attention,
+                                            with_moe)
 
 
 def _llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
@@ -38,12 +39,20 @@ def _llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
     )
 
 
+def _qwen2(cfg: ConfigReader, name: str) -> ModelArch:
+    """Qwen2: q, k, v biased; with use_sliding_window, layers from max_window_layers on
+    attend within the window (transformers' Qwen2Config)."""
+    arch = _llama_like(cfg, name, qkv_bias=True, o_bias=False)
+    first = cfg.int("max_window_layers", default=28, minimum=0)
+    return var.with_window(arch, cfg, lambda n: max(n - first, 0))
+
+
 def _mixtral(cfg: ConfigReader, name: str) -> ModelArch:
     dense = _llama_like(cfg, name)
     expert = dense.mlp  # each Mixtral expert is a full SwiGLU MLP of intermediate_size
     moe = MoeSpec(num_experts=cfg.int("num_local_experts"),
                   experts_per_token=cfg.int("num_experts_per_tok", default=2), expert=expert)
-    return _with_moe(dense, moe, tuple(range(dense.num_layers)), cfg)
+    return with_moe(dense, moe, tuple(range(dense.num_layers)), cfg)
 
 
 def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
@@ -67,7 +76,7 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
     dense_only = set(cfg.int_list("mlp_only_layers"))
     layers = tuple(i for i in range(dense.num_layers)
                    if i not in dense_only and (i + 1) % step == 0)
-    return _with_moe(dense, moe, layers, cfg)
+    return with_moe(dense, moe, layers, cfg)
 
 
 def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
@@ -106,7 +115,7 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
                     activation=act),
     )
     layers = tuple(i for i in range(num_layers) if i >= first_dense and i % freq == 0)
-    return _with_moe(arch, moe, layers, cfg)
+    return with_moe(arch, moe, layers, cfg)
 
 
 def _nemotron(cfg: ConfigReader, name: str) -> ModelArch:
@@ -124,29 +133,37 @@ def _nemotron(cfg: ConfigReader, name: str) -> ModelArch:
     )
 
 
-def _with_moe(arch: ModelArch, moe: MoeSpec, layers: tuple[int, ...],
-              cfg: ConfigReader) -> ModelArch:
-    if moe.experts_per_token > moe.num_experts:
-        raise InputError(f"{cfg.origin}: num_experts_per_tok {moe.experts_per_token} exceeds "
-                         f"the {moe.num_experts} experts")
-    return replace(arch, moe=moe, moe_layers=layers)
-
-
 FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
     "llama": _llama_like,
     "mistral": _llama_like,
-    "qwen2": lambda cfg, name: _llama_like(cfg, name, qkv_bias=True, o_bias=False),
+    "qwen2": _qwen2,
     "qwen3": lambda cfg, name: _llama_like(cfg, name, qk_norm=True),
     "mixtral": _mixtral,
     "qwen2_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=False),
     "qwen3_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=True),
     "deepseek_v3": _deepseek_v3,
+    "deepseek_v2": _deepseek_v3,  # same MLA and DeepSeekMoE keys (DeepSeek-V2 Sec. 2)
     "nemotron": _nemotron,
     # Phi-3 fuses q/k/v and gate/up into single linears of the same total shape
     "phi3": _llama_like,
     # Gemma: GeGLU, head_dim 256 in the config, tied embeddings
     "gemma": lambda cfg, name: _llama_like(cfg, name, tie_default=True,
                                            act_default="gelu_pytorch_tanh"),
+    "granite": _llama_like,  # Llama shapes; its multipliers scale, they add no weights
+    "granitemoe": _mixtral,
+    "gemma2": var.gemma2,
+    "gemma3_text": var.gemma3,
+    "olmo": var.olmo,
+    "olmo2": var.olmo2,
+    "olmo3": var.olmo3,
+    "olmoe": var.olmoe,
+    "cohere": var.cohere,
+    "cohere2": var.cohere2,
+    "exaone4": var.exaone4,
+    "stablelm": var.stablelm,
+    "phi": var.phi,
+    "gpt_oss": var.gpt_oss,
+    "llama4_text": var.llama4,
     "gpt2": gpt.gpt2,
     "gptj": gpt.gptj,
     "gpt_neox": gpt.gpt_neox,
@@ -164,6 +181,12 @@ def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> Model
     if not isinstance(raw, Mapping):
         raise InputError(f"{origin}: expected a JSON object with a model_type")
     model_type = raw.get("model_type")
+    text = raw.get("text_config")
+    if model_type not in FAMILIES and isinstance(text, Mapping) \
+            and text.get("model_type") in FAMILIES:
+        # a multimodal checkpoint (Gemma 3, Llama 4, Mistral 3): plan its language model;
+        # the vision tower is small beside it and is not counted
+        return FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"), name)
     if model_type not in FAMILIES:
         raise InputError(
             f"{origin}: unsupported model_type {model_type!r}; supported families: "

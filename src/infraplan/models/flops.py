@@ -92,21 +92,28 @@ def matmul_flops_per_token(arch: ModelArch) -> float:
     return sum(g.flops_per_token for g in gemms(arch))
 
 
+def _windowed_share(arch: ModelArch) -> float:
+    return arch.num_windowed_layers / arch.num_layers
+
+
 def attention_flops_per_query(arch: ModelArch, context_len) -> np.ndarray | float:
     """Forward attention FLOPs of one query token that attends to `context_len` keys, over
-    all layers: 2 a (d_qk + d_v) per key per layer. A sliding window caps the keys."""
+    all layers: 2 a (d_qk + d_v) per key per layer. A sliding window caps the keys of the
+    layers that use it."""
     at = arch.attention
     keys = np.asarray(context_len, dtype=float)
     if at.sliding_window:
-        keys = np.minimum(keys, at.sliding_window)
+        share = _windowed_share(arch)
+        keys = share * np.minimum(keys, at.sliding_window) + (1.0 - share) * keys
     return 2.0 * arch.num_layers * at.num_heads * (at.head_dim + at.v_head_dim) * keys
 
 
 def attended_keys_per_sequence(arch: ModelArch, seq_len, *, causal: bool = True):
-    """Sum over the seq_len queries of the keys each attends to.
+    """Sum over the seq_len queries of the keys each attends to, averaged over the layers.
 
-    Causal: query i (1-based) sees min(i, w) keys: s(s+1)/2 without a window w. Non-causal,
-    or a masked dense matmul that computes every score: s * s.
+    Causal: query i (1-based) sees min(i, w) keys in a layer with a window w, i keys in
+    the others: s(s+1)/2 without a window. Non-causal, or a masked dense matmul that
+    computes every score: s * s.
     """
     s = np.asarray(seq_len, dtype=float)
     if not causal:
@@ -115,7 +122,9 @@ def attended_keys_per_sequence(arch: ModelArch, seq_len, *, causal: bool = True)
     full = s * (s + 1) / 2
     if not w:
         return full
-    return np.where(s <= w, full, w * (w + 1) / 2 + (s - w) * w)
+    windowed = np.where(s <= w, full, w * (w + 1) / 2 + (s - w) * w)
+    share = _windowed_share(arch)
+    return share * windowed + (1.0 - share) * full
 
 
 def forward_flops_per_sequence(arch: ModelArch, seq_len, *, causal: bool = True):

@@ -38,9 +38,12 @@ def kv_cache_bytes_per_token(arch: ModelArch, dtype: str = "bf16", *,
 def kv_cache_bytes(arch: ModelArch, seq_len, dtype: str = "bf16", *, batch: int = 1,
                    mla_layout: Literal["latent", "expanded"] = "latent"):
     """Cache of `batch` sequences of `seq_len` tokens; a sliding window keeps only the last
-    `sliding_window` tokens (Mistral 7B v0.1's rolling buffer cache)."""
+    `sliding_window` tokens (Mistral 7B v0.1's rolling buffer cache) in the layers that use
+    it (all of Mistral's; alternate layers of Gemma 2 and gpt-oss)."""
     tokens = np.asarray(seq_len, dtype=float)
-    window = arch.attention.sliding_window
-    if window:
-        tokens = np.minimum(tokens, window)
-    return batch * tokens * kv_cache_bytes_per_token(arch, dtype, mla_layout=mla_layout)
+    layers, local = arch.num_layers, arch.num_windowed_layers
+    window = arch.attention.sliding_window or 0
+    # cached (token, layer) pairs, over the layer count: exact in floating point
+    layer_tokens = local * np.minimum(tokens, window) + (layers - local) * tokens
+    per_layer = kv_cache_bytes_per_token(arch, dtype, mla_layout=mla_layout) / layers
+    return batch * layer_tokens * per_layer

@@ -27,7 +27,7 @@ def mlp_params(mlp: MlpSpec, hidden: int) -> int:
 
 
 def norm_params(arch: ModelArch, width: int) -> int:
-    return width * (2 if arch.norm_bias else 1)
+    return width * (int(arch.norm_weight) + int(arch.norm_bias))
 
 
 def attention_params(arch: ModelArch) -> int:
@@ -46,8 +46,11 @@ def attention_params(arch: ModelArch) -> int:
         return q + kv + linear_params(at.out_width, h, at.o_bias)
     q = linear_params(h, at.q_width, at.qkv_bias)
     kv = 2 * linear_params(h, at.num_kv_heads * at.head_dim, at.qkv_bias)
-    qk_norm = 2 * at.head_dim if at.qk_norm else 0
-    return q + kv + linear_params(at.out_width, h, at.o_bias) + qk_norm
+    qk_width = at.q_width + at.num_kv_heads * at.head_dim if at.qk_norm_full_width \
+        else 2 * at.head_dim
+    qk_norm = norm_params(arch, qk_width) if at.qk_norm else 0
+    sinks = at.num_heads if at.sinks else 0
+    return q + kv + linear_params(at.out_width, h, at.o_bias) + qk_norm + sinks
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +93,9 @@ def layer_params(arch: ModelArch, index: int) -> LayerParams:
     shared = mlp_params(moe.shared, h) if moe.shared else 0
     if moe.shared_gate:
         shared += linear_params(h, 1, False)
+    router = linear_params(h, moe.num_experts, moe.router_bias)
     return LayerParams(**common, mlp=0, routed_experts=moe.num_experts * one_expert,
-                       shared_experts=shared, router=linear_params(h, moe.num_experts, False),
+                       shared_experts=shared, router=router,
                        active_routed=moe.experts_per_token * one_expert)
 
 
