@@ -58,6 +58,21 @@ def test_wave_quantization_and_k_efficiency():
     assert skinny == pytest.approx((8192 + 8192 * 8192 + 8192) * 2 / 2e12)
 
 
+def test_a_grouped_gemm_fills_the_waves_of_all_its_groups_and_launches_once():
+    """16 experts of 256 x 256 outputs on 108 SMs: alone, each is 2 big tiles (2 of 108
+    SMs busy); grouped, 32 tiles share one wave, as one 4096 x 256 GEMM would. A grouped
+    kernel pays one launch, not one per expert."""
+    assert wave_efficiency(256, 256, 108, groups=16) == pytest.approx(
+        wave_efficiency(16 * 256, 256, 108))
+    dev = Device(gemm_flops=100e12, attention_flops=50e12, memory_bytes_per_s=2e12,
+                 compute_units=108, kernel_overhead_s=1e-3, gemm_k_overhead=0)
+    grouped = gemm_time(dev, 256, 256, 8192, bytes_per_element=2, groups=16)
+    stacked = gemm_time(dev, 16 * 256, 256, 8192, bytes_per_element=2)
+    assert grouped == pytest.approx(stacked)  # compute-bound: the same tiles and FLOPs
+    one_by_one = gemm_time(dev, 256, 256, 8192, bytes_per_element=2, count=16)
+    assert one_by_one - grouped > 15 * dev.kernel_overhead_s
+
+
 def test_pipeline_bubble_is_p_minus_1_over_v_micro_batches():
     """1F1B: (m + p - 1) micro-batch slots; interleaving divides the bubble by v."""
     arch = load_model("llama-2-7b")

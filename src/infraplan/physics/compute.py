@@ -38,29 +38,33 @@ class Device:
     gemm_k_overhead: float = 0.0  # K0: a tile's prologue/epilogue in K elements
 
 
-def wave_efficiency(m, n, compute_units: int | None):
-    """Fraction of the chip a GEMM with an m x n output keeps busy, best tile shape."""
+def wave_efficiency(m, n, compute_units: int | None, groups=1.0):
+    """Fraction of the chip a GEMM with an m x n output keeps busy, best tile shape. A
+    grouped GEMM (`groups` problems of that shape in one kernel: the experts of an MoE
+    layer in Megatron-Core's GroupedMLP, CUTLASS grouped GEMM, vLLM's fused_moe) schedules
+    the tiles of all groups together, so its waves are counted over all of them."""
     m, n = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(n, dtype=float))
     if compute_units is None:
         return np.ones(m.shape)
     best = np.zeros(m.shape)
     for tm, tn, tile_eff in GEMM_TILES:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
-        tiles = tiles_m * tiles_n
+        tiles = tiles_m * tiles_n * groups
         waves = np.ceil(tiles / compute_units)
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         best = np.maximum(best, tile_eff * padding * tiles / (waves * compute_units))
     return best
 
 
-def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0):
-    """Seconds for `count` GEMMs of (m x k) @ (k x n): the slower of compute and memory."""
+def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0, groups=1.0):
+    """Seconds for `count` kernels, each a grouped GEMM of `groups` problems (m x k) @
+    (k x n) (1: a plain GEMM): the slower of compute and memory, plus one launch."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    flops = 2.0 * m * n * k
+    flops = 2.0 * m * n * k * groups
     k_efficiency = k / (k + device.gemm_k_overhead)
-    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units)
+    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units, groups)
                        * k_efficiency)
-    memory = (m * k + k * n + m * n) * bytes_per_element / device.memory_bytes_per_s
+    memory = (m * k + k * n + m * n) * groups * bytes_per_element / device.memory_bytes_per_s
     return count * (np.maximum(compute, memory) + device.kernel_overhead_s)
 
 

@@ -115,13 +115,18 @@ class StepModel:
 
 
 def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes: float,
-              count) -> np.ndarray:
-    """`count` GEMMs (m x k) @ (k x n) with stored weights: max(math, bytes) + launch."""
+              count, groups=1.0) -> np.ndarray:
+    """`count` kernels, each a grouped GEMM of `groups` problems (m x k) @ (k x n) with
+    stored weights (1: a plain GEMM; the touched experts of an MoE layer: one fused-MoE
+    kernel, as vLLM's fused_moe and TensorRT-LLM's MoE plugin run them): max(math, bytes)
+    + one launch."""
     m = np.asarray(m, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):  # m = 0 rows: masked below
-        math_s = 2.0 * m * n * k / (dev.gemm_flops * split_k_efficiency(m, n, k, dev)
-                                    * (k / (k + dev.gemm_k_overhead)))
-    bytes_s = (n * k * weight_bytes + m * (k + n) * act_bytes) / dev.memory_bytes_per_s
+        math_s = 2.0 * m * n * k * groups / (
+            dev.gemm_flops * split_k_efficiency(m, n, k, dev, groups)
+            * (k / (k + dev.gemm_k_overhead)))
+    bytes_s = (n * k * weight_bytes + m * (k + n) * act_bytes) * groups \
+        / dev.memory_bytes_per_s
     return np.where(m > 0, count * (np.maximum(math_s, bytes_s) + dev.kernel_overhead_s), 0.0)
 
 
@@ -131,7 +136,7 @@ SPLIT_K_MIN_DEPTH = 512  # K elements each slice of a stream-K GEMM keeps
 SMALL_TILES = ((16, 128, 0.5), (32, 128, 0.6))
 
 
-def split_k_efficiency(m, n, k: float, dev: Device):
+def split_k_efficiency(m, n, k: float, dev: Device, groups=1.0):
     """Share of the chip's GEMM rate a few-row GEMM gets.
 
     A decode GEMM has a handful of rows, so its output tiles alone leave most SMs idle;
@@ -142,7 +147,7 @@ def split_k_efficiency(m, n, k: float, dev: Device):
     units = dev.compute_units
     best = np.zeros(m.shape)
     for tm, tn, tile_eff in GEMM_TILES + SMALL_TILES:
-        tiles = np.ceil(m / tm) * math.ceil(n / tn)
+        tiles = np.ceil(m / tm) * math.ceil(n / tn) * groups
         work = tiles * max(1, k // SPLIT_K_MIN_DEPTH)
         spread = np.minimum(work / units, 1.0) if units else 1.0
         padding = (m * n) / (np.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
@@ -191,8 +196,8 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
             touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
             rows = np.divide(tokens * top_k * expert_imbalance, touched,
                              out=np.zeros_like(tokens), where=touched > 0)
-            linear += _roofline(dev, rows, n, k, weights.bytes_per_weight, act,
-                                touched * g.layers)
+            linear += _roofline(dev, rows, n, k, weights.bytes_per_weight, act, g.layers,
+                                groups=touched)
         else:
             linear += _roofline(dev, tokens * g.tokens_per_token, n, k,
                                 weights.bytes_per_weight, act, g.layers)

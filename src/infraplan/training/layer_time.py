@@ -71,7 +71,8 @@ class LayerTime:
 
 
 def _gemm_shape(g, tokens, tp, ep, arch: ModelArch):
-    """(rows, cols, depth, count) of one GEMM on one rank."""
+    """(rows, cols, depth, groups) of one GEMM kernel on one rank; a routed expert's GEMM
+    is one grouped GEMM over the rank's experts (Megatron-Core --moe-grouped-gemm)."""
     n = g.fan_out / tp if g.split == "column" else np.full_like(tp, g.fan_out, dtype=float)
     k = g.fan_in / tp if g.split == "row" else np.full_like(tp, g.fan_in, dtype=float)
     if g.routed_expert:
@@ -118,18 +119,18 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     for g in gemms(arch):
         if g.scope not in scopes:
             continue
-        m, n, k, count = _gemm_shape(g, tokens, p.tp, p.ep, arch)
-        fwd = fwd + gemm_time(dev, m, n, k, bytes_per_element=gemm_bytes, count=count)
+        m, n, k, groups = _gemm_shape(g, tokens, p.tp, p.ep, arch)
+        fwd = fwd + gemm_time(dev, m, n, k, bytes_per_element=gemm_bytes, groups=groups)
         # backward: input gradient (m x k, over n) and weight gradient (k x n, over m)
-        bwd = bwd + gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, count=count) \
-            + gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, count=count)
+        bwd = bwd + gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, groups=groups) \
+            + gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, groups=groups)
         if fp8 and g.name not in _UNQUANTIZED_GEMMS:
             # GEMMs reading the same tensor share one quantized copy of it: the column-split
             # projections of one normalised input (q/k/v, gate/up, MLA's down projections)
             reads = (g.scope, g.split == "row", g.fan_in, g.tokens_per_token,
                      g.routed_expert)
-            cast_in[reads] = m * k * count
-            cast_grad = cast_grad + m * n * count
+            cast_in[reads] = m * k * groups
+            cast_grad = cast_grad + m * n * groups
             grads += 1
 
     attn_fwd, attn_bwd = _attention(arch, dev, p, seq_len, kernels)
