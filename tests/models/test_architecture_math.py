@@ -50,6 +50,66 @@ def test_deepseek_v3_routes_each_token_into_4_of_8_expert_groups():
         arch_from_config(raw, name="x", origin="config.json")
 
 
+@pytest.mark.parametrize("name, total, card_total, card_active", [
+    ("gpt-oss-120b", 116_829_156_672, 116.83e9, 5.13e9),
+    ("gpt-oss-20b", 20_914_757_184, 20.91e9, 3.61e9),
+])
+def test_gpt_oss_matches_the_model_cards_table_1(name, total, card_total, card_active):
+    """gpt-oss model card (arXiv 2508.10925) Table 1, to its two decimals (+-0.005B): active
+    counts the unembedding but not the input embedding."""
+    counts = param_counts(load_model(name))
+    assert counts.total == total  # transformers' count on the meta device
+    assert counts.total == pytest.approx(card_total, abs=5e6)
+    assert counts.active - counts.embedding == pytest.approx(card_active, abs=5e6)
+
+
+@pytest.mark.parametrize("name, total, non_embedding", [
+    ("gemma-2-27b", 27_227_128_320, 26_047_480_320),
+    ("gemma-2-9b", 9_241_705_984, 8_324_201_984),
+])
+def test_gemma_2_matches_the_reports_non_embedding_count(name, total, non_embedding):
+    """Gemma 2 report (arXiv 2408.00118) Table 2, exactly. Its embedding column counts a
+    256,128-token vocabulary; the HF checkpoints (and these configs) have 256,000 rows."""
+    counts = param_counts(load_model(name))
+    assert counts.total == total  # transformers' count on the meta device
+    assert counts.total - counts.embedding == non_embedding
+
+
+@pytest.mark.parametrize("name, total, index_bytes, bytes_per_param", [
+    ("olmo-2-13b", 13_716_198_400, 54_864_793_600, 4),  # float32 checkpoint
+    ("granite-3.3-2b", 2_533_525_504, 5_067_051_008, 2),  # bf16
+    ("olmoe-1b-7b", 6_919_161_856, 13_838_323_712, 2),  # bf16
+])
+def test_counts_equal_the_published_checkpoint_size(name, total, index_bytes, bytes_per_param):
+    """total_size in each release's model.safetensors.index.json (the copies models.yaml
+    names), divided by the bytes of its dtype."""
+    assert param_counts(load_model(name)).total == total == index_bytes // bytes_per_param
+
+
+def test_olmoe_is_1_3b_active():
+    """NVIDIA Megatron-Bridge OLMoE docs: about 1.3B active of 7B (to +-0.05B); the model's
+    name rounds the same figure to 1B."""
+    counts = param_counts(load_model("olmoe-1b-7b"))
+    assert counts.active == 1_282_017_280  # meta-device model, top-8 of 64 experts
+    assert counts.active == pytest.approx(1.3e9, abs=0.05e9)
+
+
+def test_deepseek_v2_is_236b_total_and_21b_active():
+    """DeepSeek-V2 paper (arXiv 2405.04434), abstract: 236B total, 21B activated per token,
+    whole billions (+-0.5B; the 0.52B embedding is counted in our active figure)."""
+    counts = param_counts(load_model("deepseek-v2"))
+    assert counts.total == 235_741_434_880  # transformers' count on the meta device
+    assert counts.total == pytest.approx(236e9, abs=0.5e9)
+    assert counts.active == pytest.approx(21e9, abs=0.5e9)
+
+
+def test_phi_2_is_2_7b():
+    """microsoft/phi-2 model card: 2.7 billion parameters (+-0.1B)."""
+    counts = param_counts(load_model("phi-2"))
+    assert counts.total == 2_779_683_840  # transformers' count on the meta device
+    assert counts.total == pytest.approx(2.7e9, abs=0.1e9)
+
+
 def test_aliases_and_paths_load_the_same_architecture():
     assert load_model("meta-llama/Llama-3.1-70B") == load_model("llama-3.1-70b")
     by_path = load_model("src/infraplan/catalog/data/models/mixtral-8x7b.json")
