@@ -87,6 +87,17 @@ def test_model_summary(capsys):
     assert code == 0 and data["params_active"] == 12_879_925_248
 
 
+def test_model_summary_of_alternating_local_layers(capsys):
+    """gpt-oss-120b: 18 of 36 layers attend within 128 tokens; 8 KV heads x 64 x 2 (K, V)
+    x 2 bytes = 2 KiB per layer, 72 KiB a token, 36 KiB once the local caches are full."""
+    code, out, _ = run(capsys, "model", "gpt-oss-120b", "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["sliding_window"], data["windowed_layers"]) == (128, 18)
+    assert data["kv_cache_bytes_per_token"]["bf16"] == 72 * 1024
+    assert data["kv_cache_bytes_per_token_beyond_window"] == 36 * 1024
+    assert "past it, a token adds 36.0 KiB in bf16" in data["text"]
+
+
 BAD_INPUT = [
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h10"], "did you mean"),
     (["memory", "--model", "lama-3.1-70b", "--gpu", "h100"], "did you mean 'llama-3.1-70b'"),

@@ -43,6 +43,14 @@ def arch_summary(arch: ModelArch, seq_len: int) -> dict:
         f"  attention {at.kind.upper()}: {at.num_heads} heads, {at.num_kv_heads} KV heads, "
         f"head dim {at.head_dim}",
     ]
+    window, local = at.sliding_window, arch.num_windowed_layers
+    if local:
+        # past the window, a local layer's cache stops growing: only the global ones grow
+        beyond = kv["bf16"] * (arch.num_layers - local) / arch.num_layers
+        data.update(sliding_window=window, windowed_layers=local,
+                    kv_cache_bytes_per_token_beyond_window=beyond)
+        lines.append(f"  sliding window of {window:,} tokens on {local} of {arch.num_layers} "
+                     f"layers: past it, a token adds {beyond / 1024:,.1f} KiB in bf16")
     if moe:
         lines.append(f"  MoE on {arch.num_moe_layers} layers: {moe.num_experts} experts, "
                      f"{moe.experts_per_token} per token"
