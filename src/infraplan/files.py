@@ -9,9 +9,30 @@ from infraplan.errors import InputError
 
 def read_user_file(path: Path, what: str, fix: str) -> str:
     """The text of `path`; a missing or unreadable file is an InputError naming it."""
-    if not path.is_file():
-        raise InputError(f"{what} {str(path)!r} does not exist", fix=fix)
+    check_user_file(path, what, fix)
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path.name}: cannot be read ({exc})", fix=fix) from None
+
+
+def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
+    """An InputError unless `path` is an existing file (a directory is named as one)."""
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise InputError(f"{what} {str(path)[:80]!r}: not a usable path "
+                         f"({getattr(exc, 'strerror', None) or exc})", fix=fix) from None
+    if is_dir:
+        raise InputError(f"{what} {str(path)!r} is a directory, not a file", fix=fix)
+    if not is_file:
+        raise InputError(f"{what} {str(path)!r} does not exist", fix=fix)
+
+
+def on_disk(path: Path) -> bool:
+    """A file or folder at `path`; False for a name the OS cannot take as a path (too long,
+    a NUL byte) instead of an OSError: such a string is a name, not a file."""
+    try:
+        return path.is_file() or path.is_dir()
+    except (OSError, ValueError):
+        return False

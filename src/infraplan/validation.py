@@ -4,6 +4,7 @@ report of `infraplan validate training` and `infraplan validate serving`."""
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from infraplan.errors import InfraplanError, InputError
+from infraplan.files import check_user_file
 
 
 @dataclass(frozen=True)
@@ -67,25 +69,48 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                   progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """Predict every row of a CSV; a row that cannot be predicted is reported, not fatal."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"validation file {str(path)!r} does not exist")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
-                             fix=f"see validation/README.md for the {kind} CSV schema")
-        rows = list(reader)
+    check_user_file(path, "validation file")
+    schema = f"see validation/README.md for the {kind} CSV schema"
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's BOM
+            reader = csv.DictReader(handle)
+            if not reader.fieldnames:
+                raise InputError(f"{path.name} is empty; expected a header row and data rows",
+                                 fix=schema)
+            missing = [c for c in columns if c not in reader.fieldnames]
+            if missing:
+                raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
+                                 fix=schema)
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                         fix="save the CSV as UTF-8") from None
+    except csv.Error as exc:
+        raise InputError(f"{path.name}: not a readable CSV ({exc})", fix=schema) from None
+    if not rows:
+        raise InputError(f"{path.name}: no data rows under the header", fix=schema)
     results = []
     for done, row in enumerate(rows, 1):
         try:
+            _check_width(row, len(reader.fieldnames))
             results.append(predict(row, path.parent))
         except InfraplanError as exc:
-            results.append(RowResult(id=row.get("id", "?"), predicted=None,
+            results.append(RowResult(id=row.get("id") or "?", predicted=None,
                                      published=_number(row.get("value")), error=str(exc)))
         if progress:
             progress(done, len(rows))
     return ValidationReport(results)
+
+
+def _check_width(row: dict, width: int) -> None:
+    """csv.DictReader fills a short row with None and files a long row's extra cells under
+    the key None: either way the cells no longer line up with the header."""
+    extra = len(row.get(None) or [])
+    cells = width - sum(v is None for k, v in row.items() if k is not None) + extra
+    if cells != width:
+        raise InputError(f"row {row.get('id')!r}: {cells} cells but the header has {width} "
+                         "columns", fix="quote cells that contain commas; give every row "
+                                        "one cell per column (empty cells are allowed)")
 
 
 def _number(text) -> float:
@@ -95,14 +120,42 @@ def _number(text) -> float:
         return float("nan")
 
 
-def row_int(row: dict, key: str) -> int | None:
+def row_int(row: dict, key: str, *, required: bool = False, low: int | None = None,
+            high: int | None = None) -> int | None:
+    """The whole number in low..high (low: 1 if required, else 0) in a row's cell; None for
+    an empty cell unless required."""
+    low = (1 if required else 0) if low is None else low
     text = (row.get(key) or "").strip()
     if not text:
+        if required:
+            raise InputError(f"row {row.get('id')!r}: {key} is required and must be >= {low}")
         return None
     try:
-        value = int(float(text))
+        number = float(text)
+        value = int(number)
+    except (ValueError, OverflowError):  # 'abc', 'nan', 'inf'
+        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
+    if value != number:
+        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a whole number")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise InputError(f"row {row.get('id')!r}: {key} must be {bound}, got {value}")
+    return value
+
+
+def row_float(row: dict, key: str, *, required: bool = False) -> float | None:
+    """The finite number > 0 in a row's cell; None for an empty cell unless required."""
+    text = (row.get(key) or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"row {row.get('id')!r}: {key} is empty",
+                             fix=f"give the published {key} as a number > 0")
+        return None
+    try:
+        value = float(text)
     except ValueError:
         raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
-    if value < 0:
-        raise InputError(f"row {row.get('id')!r}: {key} must be >= 0, got {value}")
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"row {row.get('id')!r}: {key} must be a finite number > 0, "
+                         f"got {text!r}")
     return value

@@ -16,7 +16,7 @@ from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError, close_matches
 from infraplan.reliability.run_spec import RunSpec
-from infraplan.files import read_user_file
+from infraplan.files import on_disk, read_user_file
 
 
 class _Spec(BaseModel):
@@ -129,7 +129,7 @@ def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
     raw = apply_overrides(raw, overrides or {})
     if isinstance(raw.get("model"), str):
         local = path.parent / raw["model"]
-        if local.exists():
+        if on_disk(local):
             raw["model"] = str(local)
     return parse_spec(raw, model, path.name)
 

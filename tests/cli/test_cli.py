@@ -115,10 +115,15 @@ BAD_INPUT = [
      "has no experts"),
     (["catalog", "gpu"], "invalid choice"),
     (["memory", "--gpu", "h100"], "--model is required"),
+    # names too long for the file system: a catalog miss or an unusable path, no OSError
+    (["model", "x" * 300], "unknown model 'xxxxxxxx"),
+    (["memory", "--model", "x" * 300, "--gpu", "h100"], "unknown model 'xxxxxxxx"),
+    (["validate", "training", "x" * 300], "not a usable path (File name too long)"),
+    (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
 ]
 
 
-@pytest.mark.parametrize("argv, fragment", BAD_INPUT, ids=[" ".join(a[1:4]) for a, _ in
+@pytest.mark.parametrize("argv, fragment", BAD_INPUT, ids=[" ".join(a[1:4])[:40] for a, _ in
                                                             BAD_INPUT])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     with pytest.raises(SystemExit) as exit_info:
@@ -137,6 +142,9 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
      "hardware.num_gpus: Input should be greater than or equal to 1 (got -4)"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\n", "training: required"),
     ("- just\n- a list\n", "expected a mapping"),
+    # a model name too long for a file name: a catalog miss, not an OSError traceback
+    ("model: " + "x" * 400 + "\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n",
+     "unknown model 'xxxxxxxx"),
 ])
 def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     path = tmp_path / "scenario.yaml"
@@ -175,6 +183,17 @@ def test_bad_config_json(tmp_path, capsys):
     broken.write_text('{"model_type": "t5", "d_model": 512}')
     code, _, err = run(capsys, "memory", "--model", str(broken), "--gpu", "h100")
     assert code == 2 and "unsupported model_type 't5'" in err and "deepseek_v3" in err
+
+
+@pytest.mark.parametrize("model_type", [[], {}, ["llama"]])
+def test_a_model_type_that_is_not_a_string_is_unsupported(tmp_path, capsys, model_type):
+    """A list or object as model_type crashed with TypeError: unhashable type."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": model_type, "hidden_size": 64,
+                                  "text_config": {"model_type": model_type}}))
+    code, _, err = run(capsys, "model", str(config))
+    assert code == 2 and f"unsupported model_type {model_type!r}" in err
+    assert err.count("\n") == 1
 
 
 def test_console_script_exits_2_without_traceback():

@@ -48,6 +48,20 @@ def test_json_schema_and_quiet_headline(capsys, argv, schema, headline):
     assert headline in out and out.count("\n") == 1
 
 
+def test_json_output_is_strict_json(capsys):
+    """NaN and infinities (a median over no predicted row) print as null, not as the NaN
+    literal that strict JSON parsers (jq, JSON.parse) reject."""
+    import numpy as np
+
+    from infraplan.report.output import emit
+
+    args = argparse.Namespace(json=True, quiet=False)
+    assert emit(args, "x", {"median": float("nan"), "rows": [np.float64("inf"), 1.5]},
+                lambda: "") == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    assert data == {"schema": "infraplan.x/1", "median": None, "rows": [None, 1.5]}
+
+
 def test_progress_only_on_a_terminal_and_after_the_delay(monkeypatch):
     with progress_bar("x") as tick:  # pytest's stderr is not a terminal
         assert tick is None

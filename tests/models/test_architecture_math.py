@@ -186,3 +186,20 @@ def test_unknown_model_name_suggests_a_close_one():
 def test_bad_configs_name_the_key(raw, fragment):
     with pytest.raises(InputError, match=fragment):
         arch_from_config(raw, name="x", origin="config.json")
+
+
+def test_an_absurd_layer_count_is_refused_before_any_per_layer_work(tmp_path, capsys):
+    """num_hidden_layers: 10**12 (a typo) made `infraplan model` and every planner build
+    per-layer tables for minutes and gigabytes; it is an input error at once."""
+    from infraplan.cli import main
+
+    config = json.loads((Path(__file__).parents[2] / "validation" / "models" /
+                         "llama-7b.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(config, num_hidden_layers=10**6)))
+    assert main(["model", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "1,000,000 layers is more than the 10,000" in err
+    assert "num_hidden_layers" in err
+    path.write_text(json.dumps(dict(config, num_hidden_layers=10_000)))
+    assert param_counts(load_model(str(path))).total > 0  # deep but possible: still read

@@ -278,3 +278,33 @@ def test_serving_budget_keeps_what_fits_and_names_the_closest_miss():
     assert free.best.economics["region"] == "world"
     assert free.best.economics["carbon_kg_co2e"] == pytest.approx(
         free.best.economics["energy_kwh"] * 481 / 1e3)
+
+
+@pytest.mark.parametrize("cells, reason", [
+    ({"value": "abc"}, "value='abc' is not a number"),
+    ({"value": ""}, "value is empty"),
+    ({"num_requests": "-inf"}, "num_requests='-inf' is not a number"),
+    ({"arrival": "poisson", "rate_per_s": "abc"}, "rate_per_s='abc' is not a number"),
+    ({"arrival": "poisson", "rate_per_s": "nan"}, "rate_per_s must be a finite number > 0"),
+    ({"tp": "0"}, "tp must be >= 1, got 0"),
+    ({"batch": "1.5"}, "batch='1.5' is not a whole number"),
+])
+def test_a_bad_serving_cell_fails_its_row_with_the_column_named(tmp_path, capsys, cells,
+                                                                reason):
+    """Each of these crashed with a traceback or was silently read as something else."""
+    import csv
+
+    dev = ROOT / "validation" / "serving_dev.csv"
+    with dev.open(newline="") as handle:
+        row = [r for r in csv.DictReader(handle) if r["arrival"] == "static_batch"][0]
+    row.update({"model": "llama-7b", "num_requests": "256", **cells})
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+    assert main(["validate", "serving", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    [failed] = data["failed"]
+    assert reason in failed["reason"], failed
+    assert data["median_abs_error_pct"] is None

@@ -65,6 +65,80 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     assert "missing columns" in capsys.readouterr().err
 
 
+def _row_csv(tmp_path, **cells) -> Path:
+    """The development set's first row with catalog model name and `cells` replaced."""
+    import csv
+
+    with DEV.open(newline="") as handle:
+        row = next(csv.DictReader(handle))
+    row.update(model="megatron-gpt-1.7b", **cells)
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+    return path
+
+
+@pytest.mark.parametrize("cells, reason", [
+    ({"value": ""}, "value is empty"),
+    ({"value": "abc"}, "value='abc' is not a number"),
+    ({"value": "0"}, "value must be a finite number > 0"),
+    ({"value": "inf"}, "value must be a finite number > 0"),
+    ({"tokens": "abc", "metric": "gpu_hours"}, "tokens='abc' is not a number"),
+    ({"seq_len": ""}, "seq_len is required and must be >= 1"),
+    ({"num_gpus": "0"}, "num_gpus must be >= 1, got 0"),
+    ({"tp": "-inf"}, "tp='-inf' is not a number"),
+    ({"tp": "0"}, "tp must be >= 1, got 0"),
+    ({"tp": "1.5"}, "tp='1.5' is not a whole number"),
+    ({"zero": "5"}, "zero must be between 0 and 3, got 5"),
+    ({"precision": "h100"}, "precision must be one of bf16, fp16, fp8, fp32, got 'h100'"),
+])
+def test_a_bad_cell_fails_its_row_with_the_column_named(tmp_path, capsys, cells, reason):
+    """Each of these crashed with a traceback, was silently accepted (zero=5, tp=1.5) or
+    failed with a message naming neither the row nor the column (precision)."""
+    assert main(["validate", "training", str(_row_csv(tmp_path, **cells)), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)  # strict JSON: no NaN when no row predicts
+    assert data["median_abs_error_pct"] is None and data["max_abs_error_pct"] is None
+    [failed] = data["failed"]
+    assert failed["id"] == "nar21-t1-1.7b" and reason in failed["reason"], failed
+
+
+def test_a_row_with_too_few_or_too_many_cells_fails_with_the_counts(tmp_path):
+    lines = _row_csv(tmp_path).read_text().splitlines()
+    short = ",".join(lines[1].split(",")[:5])
+    (tmp_path / "rows.csv").write_text("\n".join([lines[0], short, lines[1] + ",x,y"]) + "\n")
+    report = validate_training(tmp_path / "rows.csv")
+    assert [r.error.split(". ")[0] for r in report.failed] == [
+        "row 'nar21-t1-1.7b': 5 cells but the header has 21 columns",
+        "row 'nar21-t1-1.7b': 23 cells but the header has 21 columns"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "rows.csv is empty; expected a header row"),
+    (b"\n\n", "rows.csv is empty; expected a header row"),
+    (DEV.read_bytes().splitlines(keepends=True)[0], "rows.csv: no data rows under the header"),
+    (DEV.read_bytes().replace(b"Narayanan", b"Nar\xe9yanan"), "rows.csv: not UTF-8 text"),
+])
+def test_an_empty_or_undecodable_csv_exits_2(tmp_path, capsys, content, message):
+    (tmp_path / "rows.csv").write_bytes(content)
+    assert main(["validate", "training", str(tmp_path / "rows.csv")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads(tmp_path):
+    path = _row_csv(tmp_path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # what Excel writes
+    report = validate_training(path)
+    assert not report.failed and report.rows[0].id == "nar21-t1-1.7b"
+
+
+def test_a_directory_is_named_as_one(tmp_path, capsys):
+    assert main(["validate", "training", str(tmp_path)]) == 2
+    assert "is a directory, not a file" in capsys.readouterr().err
+
+
 def test_plan_train_cli_json(capsys):
     scenario = ROOT / "tests" / "training" / "golden" / "llama-3.1-8b-h100.yaml"
     assert main(["plan", "train", str(scenario), "--json"]) == 0

@@ -134,6 +134,11 @@ def test_inspect_uploaded_config_is_the_model_command(client):
      "config"),
     ("/api/models/inspect", {"config": {"model_type": "llama"}}, 422, "hidden_size"),
     ("/api/models/inspect", {"config": {"model_type": "nope"}}, 422, "model_type"),
+    # per-layer work is linear in the layer count: 10**12 layers hung the server
+    ("/api/models/inspect", {"config": {"model_type": "llama", "hidden_size": 64,
+                                        "num_hidden_layers": 10**6, "num_attention_heads": 4,
+                                        "intermediate_size": 128, "vocab_size": 100}}, 422,
+     "num_hidden_layers"),
 ])
 def test_caps_and_bad_input_answer_4xx_with_the_reason(client, path, body, status, words):
     r = client.post(path, json=body)

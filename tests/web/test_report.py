@@ -219,3 +219,43 @@ def test_cli_ui_arguments():
         _parser().parse_args(["ui", "--port", "70000"])
     assert exc.value.code == 2
     assert isinstance(_parser(), argparse.ArgumentParser)
+
+
+def test_report_to_a_directory_or_an_unusable_path_exits_2_before_planning(tmp_path,
+                                                                        monkeypatch, capsys):
+    """-o at an existing directory crashed with IsADirectoryError after the whole planning
+    run; a name too long for the file system crashed with OSError."""
+    require("plotly")
+    import infraplan.report.html as report_html
+    from infraplan.cli import main
+
+    def never(*_, **__):
+        raise AssertionError("the output is checked before planning")
+
+    monkeypatch.setattr(report_html, "render_report", never)
+    assert main(["report", str(SERVE), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory, not a file" in err and "report.html" in err
+    assert main(["report", str(SERVE), "-o", str(tmp_path / ("x" * 300))]) == 2
+    assert "not a usable path (File name too long)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_keeps_the_old_report_and_is_an_input_error(tmp_path, monkeypatch):
+    """A full disk or a read-only folder: the old file stays whole, no temporary file is left,
+    and the CLI gets an InputError (exit 2) instead of an OSError traceback."""
+    import errno
+
+    import infraplan.report.html as report_html
+
+    out = tmp_path / "report.html"
+    out.write_text("old report")
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report_html.os, "replace", full)
+    with pytest.raises(InputError, match="cannot write .*No space left on device"):
+        report_html.write_atomic(out, "<html>new</html>")
+    assert out.read_text() == "old report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

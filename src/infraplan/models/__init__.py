@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from infraplan.errors import InputError, UnknownNameError
-from infraplan.files import read_user_file
+from infraplan.files import on_disk, read_user_file
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 from infraplan.models.families import FAMILIES, arch_from_config
 from infraplan.models.flops import (forward_flops_per_sequence, forward_flops_per_token, gemms,
@@ -67,7 +67,7 @@ def load_model(name_or_path: str, *, base_dir: Path | None = None) -> ModelArch:
         raise InputError("model: empty name", fix="give a catalog model or a config.json path")
     candidates = [Path(text)] + ([base_dir / text] if base_dir is not None else [])
     for candidate in candidates:
-        if candidate.is_file() or candidate.is_dir():
+        if on_disk(candidate):  # else a catalog name, with its "did you mean"
             return _load_path(str(candidate.resolve()))
     if text.endswith(".json") or "/" in text and not _in_catalog(text):
         raise InputError(f"model file {text!r} does not exist",

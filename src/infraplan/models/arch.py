@@ -11,6 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from infraplan.errors import InputError
+
+# Per-layer work (parameter counts, MoE layer lists, pipeline stages) is linear in the layer
+# count; the deepest published transformers have a few hundred layers (Megatron-LM's 1T
+# model: 128). A config far past that is a typo, and it would hang the planner.
+MAX_LAYERS = 10_000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionSpec:
@@ -99,6 +106,12 @@ class ModelArch:
     hidden_dropout: float = 0.0  # dropout on embeddings and after attention / MLP (GPT-2: 0.1)
     attention_dropout: float = 0.0  # dropout on the attention probabilities
     dtype: str = "bf16"  # the checkpoint's dtype from config.json
+
+    def __post_init__(self):
+        if self.num_layers > MAX_LAYERS:
+            raise InputError(f"{self.name}: {self.num_layers:,} layers is more than the "
+                             f"{MAX_LAYERS:,} infraplan handles",
+                             fix="check num_hidden_layers (n_layer) in the config.json")
 
     @property
     def is_moe(self) -> bool:

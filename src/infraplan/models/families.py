@@ -176,18 +176,21 @@ FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
 }
 
 
+def _known(model_type: Any) -> bool:
+    return isinstance(model_type, str) and model_type in FAMILIES  # [] or {}: unhashable
+
+
 def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelArch:
     """The architecture of a config dict; an unknown model_type lists the families."""
     if not isinstance(raw, Mapping):
         raise InputError(f"{origin}: expected a JSON object with a model_type")
     model_type = raw.get("model_type")
     text = raw.get("text_config")
-    if model_type not in FAMILIES and isinstance(text, Mapping) \
-            and text.get("model_type") in FAMILIES:
+    if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):
         # a multimodal checkpoint (Gemma 3, Llama 4, Mistral 3): plan its language model;
         # the vision tower is small beside it and is not counted
         return FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"), name)
-    if model_type not in FAMILIES:
+    if not _known(model_type):
         raise InputError(
             f"{origin}: unsupported model_type {model_type!r}; supported families: "
             f"{', '.join(sorted(FAMILIES))}",

@@ -205,26 +205,49 @@ def _umask() -> int:
     return mask
 
 
+def check_output(path: str | Path) -> Path:
+    """The folder `path` would be written in; an InputError if `path` cannot be a new file
+    there (a missing folder, a directory)."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        is_dir, folder_is_dir = path.is_dir(), folder.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise InputError(f"output {str(path)[:80]!r}: not a usable path "
+                         f"({getattr(exc, 'strerror', None) or exc})",
+                         fix="give another -o path") from None
+    if is_dir:
+        raise InputError(f"output {str(path)!r} is a directory, not a file",
+                         fix=f"give a file path, e.g. -o {str(path / 'report.html')!r}")
+    if not folder_is_dir:
+        raise InputError(f"output folder {str(folder)!r} does not exist",
+                         fix="create it or give another -o path")
+    return folder
+
+
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write `text` to `path` through a temporary file in the same folder and os.replace:
     readers see the old file or the whole new one, never half of it."""
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"output folder {str(folder)!r} does not exist",
-                         fix="create it or give another -o path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    folder = check_output(path)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is not
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a read-only folder, a full disk
+            raise InputError(f"cannot write {str(path)!r} ({exc.strerror or exc})",
+                             fix="give another -o path") from None
         raise
     return path
 
 
 def write_report(scenario_path: str | Path, out_path: str | Path, progress=None) -> Path:
     """Render the report and write it atomically; on any failure no file is left."""
+    check_output(out_path)  # before the (long) planning run
     return write_atomic(out_path, render_report(scenario_path, progress))

@@ -27,9 +27,11 @@ def emit(args, command: str, data, text: Callable[[], str],
          headline: Callable[[], str] | None = None) -> int:
     """Print `data` as JSON (lists under "items"), the headline, or the full text."""
     if args.json:
+        from infraplan.report.figures import json_safe  # NaN and inf -> null: strict JSON
+
         payload = data if isinstance(data, dict) else {"items": data}
-        print(json.dumps({"schema": f"infraplan.{command}/{SCHEMA_VERSION}", **payload},
-                         indent=2, default=str))
+        print(json.dumps(json_safe({"schema": f"infraplan.{command}/{SCHEMA_VERSION}",
+                                    **payload}), indent=2, default=str))
     elif args.quiet and headline is not None:
         print(headline())
     else:

@@ -22,7 +22,8 @@ from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
-from infraplan.validation import RowResult, ValidationReport, row_int, validate_file
+from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
+                                  validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
@@ -52,10 +53,7 @@ class RowPlan:
 
 
 def _required(row: dict, key: str) -> int:
-    value = row_int(row, key)
-    if not value:
-        raise InputError(f"row {row.get('id')!r}: {key} is required and must be >= 1")
-    return value
+    return row_int(row, key, required=True)
 
 
 def requests_for_row(row: dict, seed: int = 0) -> Requests:
@@ -66,8 +64,8 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
     if arrival not in ARRIVALS:
         raise InputError(f"row {row['id']!r}: arrival must be one of {', '.join(ARRIVALS)}")
     if arrival == "poisson":
-        rate = float(row.get("rate_per_s") or 0)
-        if rate <= 0:
+        rate = row_float(row, "rate_per_s")
+        if rate is None:
             raise InputError(f"row {row['id']!r}: a poisson row needs rate_per_s > 0")
         process = {"kind": "poisson", "rate_per_s": rate}
     else:
@@ -91,8 +89,8 @@ def engine_for_row(text: str | None) -> str:
 
 def deployment_for_row(row: dict) -> Deployment:
     engine = load_catalog().engines.get(engine_for_row(row.get("engine")))
-    tp = row_int(row, "tp") or 1
-    gpus = row_int(row, "num_gpus") or tp
+    tp = row_int(row, "tp", low=1) or 1
+    gpus = row_int(row, "num_gpus", low=1) or tp
     if gpus % tp:
         raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}")
     arrival = (row.get("arrival") or "").strip()
@@ -111,7 +109,7 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     metric = (row.get("metric") or "").strip()
     if metric not in METRICS:
         raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
-    published = float(row["value"])
+    published = row_float(row, "value", required=True)
     dep = deployment_for_row(row)
     result = simulate(dep, requests_for_row(row), base_dir=base_dir)
     if metric == "output_tok_s":

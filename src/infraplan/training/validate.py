@@ -13,9 +13,11 @@ from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
+from infraplan.training.memory import PRECISIONS
 from infraplan.training.search import search
 from infraplan.training.space import Knobs, VIRTUAL_STAGES
-from infraplan.validation import RowResult, ValidationReport, row_int, validate_file
+from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
+                                  validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
            "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
@@ -34,29 +36,36 @@ def knobs_for_row(row: dict) -> Knobs:
     sp = (row.get("sequence_parallel") or "").strip().lower()
     if sp and sp not in ("true", "false"):
         raise InputError(f"row {row['id']!r}: sequence_parallel must be true or false")
-    base = Knobs(gpus=(row_int(row, "num_gpus"),))
+    base = Knobs(gpus=(row_int(row, "num_gpus", required=True),))
+    degree = {key: row_int(row, key, low=1) for key in ("tp", "pp", "cp", "ep", "dp",
+                                                          "micro_batch")}
     return Knobs(
-        gpus=base.gpus, tp=_pinned(row_int(row, "tp"), base.tp),
-        pp=_pinned(row_int(row, "pp"), None), cp=_pinned(row_int(row, "cp"), base.cp),
-        ep=_pinned(row_int(row, "ep"), None), dp=_pinned(row_int(row, "dp"), None),
-        zero=_pinned(row_int(row, "zero"), base.zero),
-        micro_batch=_pinned(row_int(row, "micro_batch"), base.micro_batch),
+        gpus=base.gpus, tp=_pinned(degree["tp"], base.tp),
+        pp=_pinned(degree["pp"], None), cp=_pinned(degree["cp"], base.cp),
+        ep=_pinned(degree["ep"], None), dp=_pinned(degree["dp"], None),
+        zero=_pinned(row_int(row, "zero", high=3), base.zero),
+        micro_batch=_pinned(degree["micro_batch"], base.micro_batch),
         recompute=(recompute_code(recompute),) if recompute else base.recompute,
         sequence_parallel=(int(sp == "true"),) if sp else base.sequence_parallel,
         vp=VIRTUAL_STAGES)
 
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
-    published = float(row["value"])
+    published = row_float(row, "value", required=True)
     metric = row["metric"].strip()
     if metric not in METRICS:
         raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
     arch = load_model(row["model"].strip(), base_dir=base_dir)
-    tokens = float(row["tokens"]) if (row.get("tokens") or "").strip() else None
+    tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
         raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
-    job = TrainingJob(seq_len=row_int(row, "seq_len"), global_batch=row_int(row, "global_batch"),
-                      tokens=tokens, precision=(row.get("precision") or "bf16").strip())
+    precision = (row.get("precision") or "bf16").strip()
+    if precision not in PRECISIONS:
+        raise InputError(f"row {row['id']!r}: precision must be one of {', '.join(PRECISIONS)}"
+                         f", got {precision!r}")
+    job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
+                      global_batch=row_int(row, "global_batch", required=True),
+                      tokens=tokens, precision=precision)
     result = search(arch, [row["gpu"].strip()], knobs_for_row(row), job, top=1)
     best = result.best[0]
     predicted = best.step_s if metric == "step_s" else best.gpu_hours
