@@ -16,13 +16,19 @@ def read_user_file(path: Path, what: str, fix: str) -> str:
         raise InputError(f"{path.name}: cannot be read ({exc})", fix=fix) from None
 
 
-def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
-    """An InputError unless `path` is an existing file (a directory is named as one)."""
+def probe_path(path: Path, what: str, fix: str | None = None) -> tuple[bool, bool]:
+    """(is a folder, is a file) of `path`; a string the OS cannot take as a path (too long,
+    a NUL byte) is an InputError naming it."""
     try:
-        is_dir, is_file = path.is_dir(), path.is_file()
-    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        return path.is_dir(), path.is_file()
+    except (OSError, ValueError) as exc:
         raise InputError(f"{what} {str(path)[:80]!r}: not a usable path "
                          f"({getattr(exc, 'strerror', None) or exc})", fix=fix) from None
+
+
+def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
+    """An InputError unless `path` is an existing file (a directory is named as one)."""
+    is_dir, is_file = probe_path(path, what, fix)
     if is_dir:
         raise InputError(f"{what} {str(path)!r} is a directory, not a file", fix=fix)
     if not is_file:

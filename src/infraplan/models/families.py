@@ -19,36 +19,16 @@ from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_att
                                             with_moe)
 
 
-def _llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
-                o_bias: bool | None = None, qk_norm: bool = False,
-                tie_default: bool = False, act_default: str = "silu") -> ModelArch:
-    """llama, mistral, qwen2, qwen3, phi3, gemma: RMSNorm, RoPE, gated MLP, GQA. A bias
-    left as None follows the config's `attention_bias` (default false)."""
-    attention_bias = cfg.bool("attention_bias", default=False)
-    return ModelArch(
-        **common_fields(cfg, name, tie_default=tie_default),
-        norm="rmsnorm", norm_bias=False, learned_positions=False,
-        attention=gqa_attention(
-            cfg, cfg.int("hidden_size"),
-            qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
-            o_bias=attention_bias if o_bias is None else o_bias, qk_norm=qk_norm),
-        mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
-                    activation=cfg.text("hidden_activation", "hidden_act",
-                                        default=act_default),
-                    bias=cfg.bool("mlp_bias", default=False)),
-    )
-
-
 def _qwen2(cfg: ConfigReader, name: str) -> ModelArch:
     """Qwen2: q, k, v biased; with use_sliding_window, layers from max_window_layers on
     attend within the window (transformers' Qwen2Config)."""
-    arch = _llama_like(cfg, name, qkv_bias=True, o_bias=False)
+    arch = var.llama_like(cfg, name, qkv_bias=True, o_bias=False)
     first = cfg.int("max_window_layers", default=28, minimum=0)
     return var.with_window(arch, cfg, lambda n: max(n - first, 0))
 
 
 def _mixtral(cfg: ConfigReader, name: str) -> ModelArch:
-    dense = _llama_like(cfg, name)
+    dense = var.llama_like(cfg, name)
     expert = dense.mlp  # each Mixtral expert is a full SwiGLU MLP of intermediate_size
     moe = MoeSpec(num_experts=cfg.int("num_local_experts"),
                   experts_per_token=cfg.int("num_experts_per_tok", default=2), expert=expert)
@@ -59,9 +39,9 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
     """qwen2_moe / qwen3_moe: MoE on layers (i+1) % decoder_sparse_step == 0, except
     mlp_only_layers; qwen2_moe adds a gated shared expert."""
     if qk_norm:  # qwen3_moe: biases follow attention_bias
-        dense = _llama_like(cfg, name, qk_norm=True)
+        dense = var.llama_like(cfg, name, qk_norm=True)
     else:  # qwen2_moe: q, k, v biased by `qkv_bias` (default true), o never
-        dense = _llama_like(cfg, name, qkv_bias=cfg.bool("qkv_bias", default=True),
+        dense = var.llama_like(cfg, name, qkv_bias=cfg.bool("qkv_bias", default=True),
                             o_bias=False)
     act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
@@ -134,10 +114,10 @@ def _nemotron(cfg: ConfigReader, name: str) -> ModelArch:
 
 
 FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
-    "llama": _llama_like,
-    "mistral": _llama_like,
+    "llama": var.llama_like,
+    "mistral": var.llama_like,
     "qwen2": _qwen2,
-    "qwen3": lambda cfg, name: _llama_like(cfg, name, qk_norm=True),
+    "qwen3": lambda cfg, name: var.llama_like(cfg, name, qk_norm=True),
     "mixtral": _mixtral,
     "qwen2_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=False),
     "qwen3_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=True),
@@ -145,11 +125,11 @@ FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
     "deepseek_v2": _deepseek_v3,  # same MLA and DeepSeekMoE keys (DeepSeek-V2 Sec. 2)
     "nemotron": _nemotron,
     # Phi-3 fuses q/k/v and gate/up into single linears of the same total shape
-    "phi3": _llama_like,
+    "phi3": var.llama_like,
     # Gemma: GeGLU, head_dim 256 in the config, tied embeddings
-    "gemma": lambda cfg, name: _llama_like(cfg, name, tie_default=True,
+    "gemma": lambda cfg, name: var.llama_like(cfg, name, tie_default=True,
                                            act_default="gelu_pytorch_tanh"),
-    "granite": _llama_like,  # Llama shapes; its multipliers scale, they add no weights
+    "granite": var.llama_like,  # Llama shapes; its multipliers scale, they add no weights
     "granitemoe": _mixtral,
     "gemma2": var.gemma2,
     "gemma3_text": var.gemma3,

@@ -66,21 +66,34 @@ def _gated(cfg: ConfigReader, width_key: str = "intermediate_size", *, bias: boo
                    bias=bias)
 
 
-def _rms(cfg: ConfigReader, name: str, attention: AttentionSpec, mlp: MlpSpec, *,
-         tie: bool = False, **extra) -> ModelArch:
-    return ModelArch(**common_fields(cfg, name, tie_default=tie), norm="rmsnorm",
-                     norm_bias=False, learned_positions=False, attention=attention, mlp=mlp,
-                     **extra)
+def llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
+                o_bias: bool | None = None, qk_norm: bool = False,
+                tie_default: bool = False, act_default: str = "silu") -> ModelArch:
+    """The Llama recipe (llama, mistral, qwen2, qwen3, phi3, gemma and the variants below):
+    RMSNorm, RoPE, gated MLP, GQA. A bias left as None follows the config's
+    `attention_bias` (default false)."""
+    attention_bias = cfg.bool("attention_bias", default=False)
+    return ModelArch(
+        **common_fields(cfg, name, tie_default=tie_default),
+        norm="rmsnorm", norm_bias=False, learned_positions=False,
+        attention=gqa_attention(
+            cfg, cfg.int("hidden_size"),
+            qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
+            o_bias=attention_bias if o_bias is None else o_bias, qk_norm=qk_norm),
+        mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
+                    activation=cfg.text("hidden_activation", "hidden_act",
+                                        default=act_default),
+                    bias=cfg.bool("mlp_bias", default=False)),
+    )
 
 
 def gemma2(cfg: ConfigReader, name: str, *, qk_norm: bool = False,
            pattern: Callable[[int], int] | None = _every_other) -> ModelArch:
     """Gemma 2 / Gemma 3: a norm before and after both attention and MLP (four per
     layer), GeGLU, tied embeddings, local layers alternating with global ones."""
-    arch = _rms(cfg, name, _attention(cfg, bias=cfg.bool("attention_bias", default=False),
-                                      qk_norm=qk_norm),
-                _gated(cfg, act="gelu_pytorch_tanh"), tie=True, norms_per_layer=4)
-    return with_window(arch, cfg, pattern)
+    arch = llama_like(cfg, name, qk_norm=qk_norm, tie_default=True,
+                      act_default="gelu_pytorch_tanh")
+    return with_window(replace(arch, norms_per_layer=4), cfg, pattern)
 
 
 def gemma3(cfg: ConfigReader, name: str) -> ModelArch:
@@ -100,8 +113,8 @@ def olmo2(cfg: ConfigReader, name: str, *,
           pattern: Callable[[int], int] | None = None) -> ModelArch:
     """OLMo 2 / 3: RMSNorm after attention and MLP, q/k RMSNorm over the whole projection
     (OLMo 2 report, Sec. 3.1); OLMo 3 adds sliding-window layers."""
-    arch = _rms(cfg, name, _attention(cfg, bias=cfg.bool("attention_bias", default=False),
-                                      qk_norm=True, full_width=True), _gated(cfg))
+    arch = llama_like(cfg, name, qk_norm=True)
+    arch = replace(arch, attention=replace(arch.attention, qk_norm_full_width=True))
     return with_window(arch, cfg, pattern)
 
 
@@ -137,7 +150,7 @@ def cohere2(cfg: ConfigReader, name: str) -> ModelArch:
 def exaone4(cfg: ConfigReader, name: str) -> ModelArch:
     """EXAONE 4: norms after attention and MLP, per-head q/k RMSNorm, every fourth layer
     global when a window is set."""
-    arch = _rms(cfg, name, _attention(cfg, bias=False, qk_norm=True), _gated(cfg))
+    arch = llama_like(cfg, name, qkv_bias=False, o_bias=False, qk_norm=True)
     return with_window(arch, cfg, _all_but_every("sliding_window_pattern", 4, cfg))
 
 
@@ -173,10 +186,10 @@ def gpt_oss(cfg: ConfigReader, name: str) -> ModelArch:
     """gpt-oss: biased attention with a learned sink logit per head, local (128-token)
     layers alternating with global ones, an MoE block of biased SwiGLU experts in every
     layer with a biased router (gpt-oss model card, Sec. 2)."""
-    attention = replace(_attention(cfg, bias=cfg.bool("attention_bias", default=True)),
-                        sinks=True)
+    bias = cfg.bool("attention_bias", default=True)
     expert = _gated(cfg, bias=True)
-    arch = _rms(cfg, name, attention, expert)
+    arch = llama_like(cfg, name, qkv_bias=bias, o_bias=bias)
+    arch = replace(arch, attention=replace(arch.attention, sinks=True), mlp=expert)
     moe = MoeSpec(num_experts=cfg.int("num_local_experts"),
                   experts_per_token=cfg.int("num_experts_per_tok"), expert=expert,
                   router_bias=True)

@@ -19,6 +19,7 @@ from html import escape
 from pathlib import Path
 
 from infraplan.errors import InputError
+from infraplan.files import probe_path
 
 CSS = """
 :root { --fg: #1d2430; --muted: #5b6573; --line: #dde2e8; --accent: #2f6fb0;
@@ -210,16 +211,11 @@ def check_output(path: str | Path) -> Path:
     there (a missing folder, a directory)."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
-    try:
-        is_dir, folder_is_dir = path.is_dir(), folder.is_dir()
-    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
-        raise InputError(f"output {str(path)[:80]!r}: not a usable path "
-                         f"({getattr(exc, 'strerror', None) or exc})",
-                         fix="give another -o path") from None
+    is_dir, _ = probe_path(path, "output", fix="give another -o path")
     if is_dir:
         raise InputError(f"output {str(path)!r} is a directory, not a file",
                          fix=f"give a file path, e.g. -o {str(path / 'report.html')!r}")
-    if not folder_is_dir:
+    if not folder.is_dir():
         raise InputError(f"output folder {str(folder)!r} does not exist",
                          fix="create it or give another -o path")
     return folder

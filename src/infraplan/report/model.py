@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes_per_token,
-                              load_model, matmul_flops_per_token, param_counts,
-                              training_flops_per_sequence)
+from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes,
+                              kv_cache_bytes_per_token, load_model, matmul_flops_per_token,
+                              param_counts, training_flops_per_sequence)
 from infraplan.units import format_count
 
 
@@ -46,7 +46,7 @@ def arch_summary(arch: ModelArch, seq_len: int) -> dict:
     window, local = at.sliding_window, arch.num_windowed_layers
     if local:
         # past the window, a local layer's cache stops growing: only the global ones grow
-        beyond = kv["bf16"] * (arch.num_layers - local) / arch.num_layers
+        beyond = float(kv_cache_bytes(arch, window + 1) - kv_cache_bytes(arch, window))
         data.update(sliding_window=window, windowed_layers=local,
                     kv_cache_bytes_per_token_beyond_window=beyond)
         lines.append(f"  sliding window of {window:,} tokens on {local} of {arch.num_layers} "

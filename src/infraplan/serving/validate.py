@@ -52,14 +52,10 @@ class RowPlan:
                 f"KV {self.kv_tokens:,} tokens")
 
 
-def _required(row: dict, key: str) -> int:
-    return row_int(row, key, required=True)
-
-
 def requests_for_row(row: dict, seed: int = 0) -> Requests:
     """The row's requests: fixed lengths, all at t = 0 or a Poisson stream at its rate."""
-    n = _required(row, "num_requests")
-    inp, out = _required(row, "input_len"), _required(row, "output_len")
+    n = row_int(row, "num_requests", required=True)
+    inp, out = (row_int(row, key, required=True) for key in ("input_len", "output_len"))
     arrival = (row.get("arrival") or "").strip()
     if arrival not in ARRIVALS:
         raise InputError(f"row {row['id']!r}: arrival must be one of {', '.join(ARRIVALS)}")
@@ -101,7 +97,7 @@ def deployment_for_row(row: dict) -> Deployment:
         weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
         kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
         batching="static" if static else "continuous",
-        batch_size=_required(row, "batch") if static else None,
+        batch_size=row_int(row, "batch", required=True) if static else None,
         tuning="trtllm-bench" if bench else "engine")
 
 
