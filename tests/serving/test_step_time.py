@@ -6,6 +6,7 @@ import pytest
 
 from infraplan.catalog import load_catalog
 from infraplan.models import load_model, param_counts
+from infraplan.physics import hardware
 from infraplan.serving.deployment import Deployment, resolve, trtllm_bench_limits
 from infraplan.serving.memory import weight_bytes_per_gpu
 from infraplan.serving.quantization import weight_format
@@ -143,9 +144,24 @@ def test_hot_experts_slow_the_moe_step():
                                                              rel=0.05)
 
 
+def test_moe_routing_copies_are_paid_at_memory_bandwidth(monkeypatch):
+    """Mixtral (top-2, h 4096, 32 MoE layers): 6 h bf16 values a token and layer, 49,152
+    bytes, read or written at HBM bandwidth around the grouped GEMMs."""
+    from infraplan.serving import step_time
+
+    arch = load_model("mixtral-8x7b")
+    assert step_time.moe_routing_bytes_per_token(arch) == 2 * (2 + 2 * 2) * 4096
+    dep = Deployment(model="mixtral-8x7b", gpu="h100", tp=2)
+    tokens = 2048
+    with_copies = resolve(dep).step.linear_s[tokens]
+    monkeypatch.setattr(step_time, "moe_routing_bytes_per_token", lambda arch: 0.0)
+    without = resolve(dep).step.linear_s[tokens]
+    bandwidth = hardware.device(H100.name, "bf16", use="serving").memory_bytes_per_s
+    assert with_copies - without == pytest.approx(tokens * 32 * 49_152 / bandwidth)
+
+
 def test_parallel_attention_all_reduces_once_per_layer():
     from infraplan.models.families import arch_from_config
-    from infraplan.physics import hardware
     from infraplan.physics.collectives import all_reduce, group
     from infraplan.serving.step_time import build_step_model
 

@@ -169,6 +169,15 @@ def _split(fan_in: int, fan_out: int, split: str, tp: int) -> tuple[float, float
 _ELEMENTWISE_H = 10
 
 
+def moe_routing_bytes_per_token(arch: ModelArch) -> float:
+    """Bytes one token moves per MoE layer to reach its experts and come back: its h
+    activations are read and written as top-k rows in expert order before the grouped
+    GEMMs, and the k output rows are read back and summed into h after them (TensorRT-LLM's
+    expandInputRows and finalizeMoeRouting kernels; vLLM's fused_moe gathers inside the GEMM
+    but sums the k rows the same way): (2 + 2k) h in 16 bits."""
+    return dtype_bytes("bf16") * (2 + 2 * arch.moe.experts_per_token) * arch.hidden_size
+
+
 def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                      weights: WeightFormat,
                      kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
@@ -208,6 +217,9 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     per_token_bytes = act * (_ELEMENTWISE_H * h + 2 * (at.q_width + at.num_kv_heads
                                                         * at.head_dim) / tp + 3 * ffn / tp)
     linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
+    if arch.is_moe:
+        linear += tokens * arch.num_moe_layers * moe_routing_bytes_per_token(arch) \
+            / dev.memory_bytes_per_s
     # parallel attention + MLP: one all-reduce of their summed outputs (vLLM's Falcon)
     reductions = 1 if arch.parallel_residual else 2
     linear += reductions * layers * all_reduce(tokens * h * act, group(tp, 1, fab), fab) \
