@@ -55,3 +55,30 @@ def test_mutated_scenarios_never_crash(tmp_path, capsys, edits):
     assert code in (0, 2)
     if code == 2:
         assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def _run(tmp_path, capsys, raw, command="simulate"):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    code = main([command, "serve", str(scenario)])
+    return code, capsys.readouterr().err
+
+
+def test_a_kv_cache_format_no_engine_stores_is_refused_with_the_choices(tmp_path, capsys):
+    """nf4, fp4, fp6, tf32 and fp64 are dtypes, not KV-cache formats: the cache size they
+    would give is fiction."""
+    for name in ("nf4", "fp4", "fp6", "tf32", "fp64"):
+        raw = copy.deepcopy(BASE)
+        raw["deployment"]["kv_dtype"] = name
+        code, err = _run(tmp_path, capsys, raw)
+        assert code == 2
+        assert err.startswith("error: deployment.kv_dtype must be a KV-cache format")
+        assert "bf16, fp16, fp32, fp8, int8 or int4" in err and f"(got {name!r})" in err
+    raw = copy.deepcopy(BASE)
+    raw["deployment"]["kv_dtype"] = "fp9"
+    assert "did you mean 'fp8'?" in _run(tmp_path, capsys, raw)[1]
+    raw["deployment"]["kv_dtype"] = "FP8"  # spellings of a real format still read
+    assert _run(tmp_path, capsys, raw)[0] == 0
+    raw["search"] = {"gpus": ["h100"], "tp": [1], "kv_dtypes": ["fp8", "nf4"]}
+    code, err = _run(tmp_path, capsys, raw, command="plan")
+    assert code == 2 and "search.kv_dtypes entry 'nf4' must be a KV-cache format" in err

@@ -288,6 +288,7 @@ def test_serving_budget_keeps_what_fits_and_names_the_closest_miss():
     ({"arrival": "poisson", "rate_per_s": "nan"}, "rate_per_s must be a finite number > 0"),
     ({"tp": "0"}, "tp must be >= 1, got 0"),
     ({"batch": "1.5"}, "batch='1.5' is not a whole number"),
+    ({"kv_dtype": "nf4"}, "deployment.kv_dtype must be a KV-cache format engines store"),
 ])
 def test_a_bad_serving_cell_fails_its_row_with_the_column_named(tmp_path, capsys, cells,
                                                                 reason):

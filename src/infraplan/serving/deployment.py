@@ -9,16 +9,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator, Engine
-from infraplan.dtypes import canonical_dtype
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, load_model
 from infraplan.serving.lengths import SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
-from infraplan.serving.quantization import activation_dtype, weight_format
+from infraplan.serving.quantization import activation_dtype, kv_format, weight_format
 from infraplan.serving.step_time import Speculation, StepModel, build_step_model
 
 MAX_REPLICAS = 4096  # a simulation keeps every replica's engine state in memory
@@ -72,6 +71,11 @@ class Deployment(SpecModel):
         default="engine", description="engine: the engine's default batch limits; "
                                       "trtllm-bench: sized from the request lengths as "
                                       "trtllm-bench does for throughput runs")
+
+    @field_validator("kv_dtype")
+    @classmethod
+    def _known_kv_format(cls, name: str | None) -> str | None:
+        return None if name is None else kv_format(name)
 
     @model_validator(mode="after")
     def _static_needs_batch(self):
@@ -155,7 +159,7 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
-    kv_dtype = canonical_dtype(dep.kv_dtype or act, field="kv_dtype")
+    kv_dtype = dep.kv_dtype or act
     max_seqs, max_tokens = engine.batch_limits(gpu)
     static = dep.batch_size if dep.batching == "static" else None
     block = dep.block_size or engine.block_size

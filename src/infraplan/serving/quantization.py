@@ -18,11 +18,30 @@ from dataclasses import dataclass
 
 from infraplan.catalog.schema import Accelerator
 from infraplan.dtypes import canonical_dtype, dtype_bytes
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 
 INT4_GROUP_SIZE = 128
 SCALE_BYTES = 2  # one fp16 scale per group
 SERVING_WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
+# KV-cache formats engines store: the model's 16- or 32-bit type (vLLM kv_cache_dtype
+# "auto"), fp8 (vLLM fp8_e4m3 / fp8_e5m2, TensorRT-LLM FP8 KV), int8 (TensorRT-LLM INT8 KV,
+# LMDeploy quant_policy 8) and int4 (LMDeploy quant_policy 4)
+SERVING_KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+
+
+def kv_format(name: str) -> str:
+    """`name` in canonical spelling if engines store their KV cache in it; an InputError
+    naming the formats they do otherwise (nf4, fp4, fp6, tf32 and fp64 caches do not exist)."""
+    try:
+        dtype = canonical_dtype(name, field="kv_dtype")
+    except InputError:
+        dtype = None
+    if dtype not in SERVING_KV_DTYPES:
+        close = close_matches(str(name).lower(), SERVING_KV_DTYPES)
+        raise InputError("must be a KV-cache format engines store: "
+                         + ", ".join(SERVING_KV_DTYPES[:-1]) + f" or {SERVING_KV_DTYPES[-1]}"
+                         + (f"; did you mean {close[0]!r}?" if close else ""))
+    return dtype
 
 
 @dataclass(frozen=True, slots=True)

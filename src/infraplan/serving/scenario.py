@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
+from infraplan.errors import InputError
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
+from infraplan.serving.quantization import kv_format
 from infraplan.serving.traffic import TrafficSpec
 
 
@@ -36,6 +38,17 @@ class SearchSpace(SpecModel):
         default=None, description="default: the engine's")
     engine: str = "vllm"
     max_replicas: int = Field(default=64, ge=1, le=MAX_REPLICAS)
+
+    @field_validator("kv_dtypes")
+    @classmethod
+    def _known_kv_formats(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        formats = []
+        for name in names:
+            try:
+                formats.append(kv_format(name))
+            except InputError as exc:
+                raise InputError(f"entry {name!r} {exc.message}") from None
+        return tuple(formats)
 
 
 class ServeScenario(SpecModel):

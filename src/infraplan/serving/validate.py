@@ -92,13 +92,14 @@ def deployment_for_row(row: dict) -> Deployment:
     arrival = (row.get("arrival") or "").strip()
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
-    return Deployment(
+    # model_validate: a bad cell fails its row with the field named, not a traceback
+    return Deployment.model_validate(dict(
         model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
         weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
         kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
         batching="static" if static else "continuous",
         batch_size=row_int(row, "batch", required=True) if static else None,
-        tuning="trtllm-bench" if bench else "engine")
+        tuning="trtllm-bench" if bench else "engine"))
 
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
