@@ -58,6 +58,26 @@ def test_pins_are_honoured_and_impossible_pins_explained():
         search(arch, ["h100"], Knobs(gpus=(8,), tp=(3,)), job)
 
 
+@pytest.mark.parametrize("model, pins, reason", [
+    ("llama-3.1-70b", dict(tp=(3,)), "tp=3 does not divide the 64 attention heads"),
+    ("llama-3.1-70b", dict(tp=(16,), pp=(1,), cp=(1,)),
+     "tp=16 x pp=1 x cp=1 leaves no whole data-parallel degree"),
+    ("llama-3.1-70b", dict(pp=(100,)), "pp=100 exceeds the 80 layers"),
+    ("llama-3.1-70b", dict(cp=(3,)), "cp=3: seq_len 4096 does not split into 2 x cp = 6"),
+    ("llama-3.1-70b", dict(ep=(4,)), "ep=4: llama-3.1-70b has no experts to shard"),
+    ("mixtral-8x7b", dict(ep=(16,)), "ep=16 does not divide the 8 experts"),
+    ("llama-3.1-70b", dict(dp=(3,)), "dp=3: no TP x PP x CP split leaves it"),
+    ("llama-3.1-70b", dict(micro_batch=(256,)),
+     "micro_batch=256: global_batch 128 is not a multiple of dp x micro_batch"),
+])
+def test_an_impossible_pin_is_named(model, pins, reason):
+    """Each said only 'no combination of the allowed degrees divides ...'; a pinned EP on a
+    dense model even returned plans."""
+    with pytest.raises(InputError, match="no runnable plan: " + reason):
+        search(load_model(model), ["h100"], Knobs(gpus=(8,), **pins),
+               TrainingJob(seq_len=4096, global_batch=128))
+
+
 def test_gpu_counts_are_whole_nodes_and_small_powers_of_two():
     assert gpu_counts(1, 32, 8) == (1, 2, 4, 8, 16, 24, 32)
     assert gpu_counts(64, 96, 8) == (64, 72, 80, 88, 96)

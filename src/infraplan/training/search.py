@@ -17,7 +17,7 @@ from infraplan.physics import hardware
 from infraplan.training.evaluate import (PlanResult, TrainingJob, evaluate_plan,
                                          evaluate_plans, plan_arrays)
 from infraplan.training.plan import ParallelPlan
-from infraplan.training.space import Knobs, build_space
+from infraplan.training.space import Knobs, build_space, why_nothing_runs
 from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
 
@@ -150,7 +150,10 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     ranked.sort(key=lambda r: r[0])
     elapsed = time.perf_counter() - start
     if not ranked:
-        raise InputError(_nothing_fits(evaluated, count, limits))
+        if count == 0:
+            raise InputError("no runnable plan: " + why_nothing_runs(
+                arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch))
+        raise InputError(_nothing_fits(evaluated, limits))
     results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
     frontier = [_result(arch, ev, i, job)
                 for ev, i in _frontier(evaluated, limits)]
@@ -296,10 +299,7 @@ def _knob_value(knob, value):
     return int(value)
 
 
-def _nothing_fits(evaluated, count, limits: _Limits) -> str:
-    if count == 0:
-        return ("no runnable plan: no combination of the allowed degrees divides the GPU "
-                "counts, heads and global batch")
+def _nothing_fits(evaluated, limits: _Limits) -> str:
     mins = [(ev.out["memory_bytes"].min(), ev) for ev in evaluated if ev.out]
     need, ev = min(mins, key=lambda m: m[0])
     cap = ev.out["capacity_bytes"][0]

@@ -115,8 +115,7 @@ def _product(**axes) -> dict[str, np.ndarray]:
 def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> Space:
     at = arch.attention
     pp_values = knobs.pp or default_pp(arch)
-    ep_values = knobs.ep or ((tuple(d for d in POWERS_OF_TWO if arch.moe.num_experts % d == 0)
-                              if arch.is_moe else (1,)))
+    ep_values = _ep_values(arch, knobs)
     inner = (len(knobs.zero) * len(knobs.micro_batch) * len(knobs.recompute)
              * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values)
              * len(knobs.tp_overlap))
@@ -145,3 +144,56 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
                           tp_overlap=knobs.tp_overlap)
     return Space(outer=o, inner=inner_axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch)
+
+
+def _ep_values(arch: ModelArch, knobs: Knobs) -> tuple[int, ...]:
+    """EP degrees that can shard the experts: divisors of the expert count (1 if dense)."""
+    if not arch.is_moe:
+        return tuple(e for e in knobs.ep or (1,) if e == 1)
+    return tuple(e for e in knobs.ep or POWERS_OF_TWO if arch.moe.num_experts % e == 0)
+
+
+def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> str:
+    """Why `knobs` leave no runnable plan, naming the pinned degree (a knob with one value)
+    that rules everything out, else the rule that the combinations break."""
+    at, pinned = arch.attention, {k: v[0] for k, v in vars(knobs).items()
+                                  if k != "gpus" and v is not None and len(v) == 1}
+    if not _ep_values(arch, knobs):
+        ep = pinned.get("ep")
+        return (f"ep={ep}: {arch.name} has no experts to shard; remove pin.ep" if not arch.is_moe
+                else f"ep={ep} does not divide the {arch.moe.num_experts} experts")
+    if "tp" in pinned:
+        tp = pinned["tp"]
+        widths = ([("MLP width", arch.mlp.intermediate_size)] if arch.num_dense_layers else []) \
+            + ([("expert width", arch.moe.expert.intermediate_size)] if arch.is_moe else [])
+        for what, size in [("attention heads", at.num_heads), *widths]:
+            if size % tp:
+                return f"tp={tp} does not divide the {size} {what} of {arch.name}"
+        kv = at.num_kv_heads
+        if at.kind != "mla" and kv % tp and tp % kv:
+            return f"tp={tp} neither divides nor is a multiple of the {kv} KV heads"
+    if pinned.get("pp", 0) > arch.num_layers:
+        return f"pp={pinned['pp']} exceeds the {arch.num_layers} layers of {arch.name}"
+    if pinned.get("cp", 1) > 1 and seq_len % (2 * pinned["cp"]):
+        return (f"cp={pinned['cp']}: seq_len {seq_len} does not split into 2 x cp = "
+                f"{2 * pinned['cp']} equal chunks (load-balanced ring attention)")
+    space = build_space(arch, knobs, seq_len=seq_len, global_batch=global_batch)
+    counts = ", ".join(str(n) for n in knobs.gpus[:6]) + (", ..." if len(knobs.gpus) > 6 else "")
+    if not space.outer_rows:
+        model = " x ".join(f"{k}={pinned[k]}" for k in ("tp", "pp", "cp") if k in pinned)
+        if model:
+            return (f"{model} leaves no whole data-parallel degree"
+                    + (f" equal to dp={pinned['dp']}" if "dp" in pinned else "")
+                    + f" on the allowed GPU counts ({counts})")
+        if "dp" in pinned:
+            return (f"dp={pinned['dp']}: no TP x PP x CP split leaves it on the allowed GPU "
+                    f"counts ({counts})")
+        return f"no TP x PP x CP split divides the allowed GPU counts ({counts})"
+    if "micro_batch" in pinned:
+        mb, dps = pinned["micro_batch"], sorted({int(d) for d in space.outer["dp"]})
+        if all(global_batch % (dp * mb) for dp in dps):
+            return (f"micro_batch={mb}: global_batch {global_batch} is not a multiple of "
+                    f"dp x micro_batch for any data-parallel degree left "
+                    f"({', '.join(map(str, dps[:6]))})")
+    return ("no combination of the allowed degrees divides the GPU counts, heads and "
+            "global batch")
