@@ -121,8 +121,12 @@ def _add_catalog(sub) -> None:
 def _run_catalog(args) -> int:
     from infraplan.report import catalog
 
-    return emit(args, "catalog", catalog.LISTINGS[args.kind]()[2],
-                lambda: catalog.render(args.kind))
+    _, rows, records = catalog.LISTINGS[args.kind]()
+    # --quiet: one row a line, its name alone (an offer: provider, instance type, region),
+    # for scripts such as: for gpu in $(infraplan catalog gpus -q); do ...
+    key = (0, 1, 4) if args.kind in ("offers", "prices") else (0,)
+    return emit(args, "catalog", records, lambda: catalog.render(args.kind),
+                lambda: "\n".join(" ".join(str(row[i]) for i in key) for row in rows))
 
 
 def _add_model(sub) -> None:

@@ -79,6 +79,12 @@ def test_catalog_listings(capsys, kind):
     assert data["schema"] == "infraplan.catalog/1"
     rows = data["items"]
     assert rows and all(row["source"] and row["retrieved"] for row in rows)
+    code, out, _ = run(capsys, "catalog", kind, "-q")  # one name a line, for scripts
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == len(rows) and "source" not in out
+    assert len(set(lines)) == len(lines)  # each line names one row
+    if kind != "offers":
+        assert lines == [row["name"] for row in rows]
 
 
 def test_model_summary(capsys):
