@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,24 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _number(low: float, *, above: bool, high: float | None = None):
+    """An argparse type: a finite number > low (above) or >= low, and <= high if given;
+    the error names the flag (argparse prefixes it), not the library's parameter."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        bound = f"> {low:g}" if above else f">= {low:g}"
+        if high is not None:
+            bound += f" and <= {high:g}"
+        if not (math.isfinite(value) and (value > low if above else value >= low)
+                and (high is None or value <= high)):
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
+        return value
+    return parse
 
 
 def _add_memory(sub) -> None:
@@ -263,12 +282,17 @@ def _add_tco(sub) -> None:
                        description="Cost of owning one server (capex amortised, power, "
                        "facility, operations) and when buying beats renting or an API.")
     p.add_argument("server", help="server in catalog/data/onprem.yaml (dgx-h100, ...)")
-    p.add_argument("--utilization", type=float, default=0.7, help="share of hours in use")
-    p.add_argument("--rent", type=float, help="rental USD per GPU-hour to compare with")
-    p.add_argument("--years", type=float, help="amortisation period (default: onprem.yaml)")
+    p.add_argument("--utilization", type=_number(0, above=True, high=1), default=0.7,
+                   help="share of hours in use (0-1]")
+    p.add_argument("--rent", type=_number(0, above=False),
+                   help="rental USD per GPU-hour to compare with")
+    p.add_argument("--years", type=_number(0, above=True),
+                   help="amortisation period (default: onprem.yaml)")
     p.add_argument("--region", default="us-industrial-average", help="electricity price row")
-    p.add_argument("--api-usd-per-m", type=float, help="API price per million tokens")
-    p.add_argument("--tokens-per-s", type=float, help="what the owned server serves at most")
+    p.add_argument("--api-usd-per-m", type=_number(0, above=False),
+                   help="API price per million tokens")
+    p.add_argument("--tokens-per-s", type=_number(0, above=True),
+                   help="what the owned server serves at most")
     add_output_flags(p)
     p.set_defaults(run=_run_tco)
 
