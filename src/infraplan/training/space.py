@@ -12,6 +12,7 @@ import numpy as np
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import plan_arrays
 from infraplan.training.layer_time import PlanArrays
+from infraplan.training.plan import ParallelPlan, PlanError, check_plan
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 VIRTUAL_STAGES = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -156,27 +157,17 @@ def _ep_values(arch: ModelArch, knobs: Knobs) -> tuple[int, ...]:
 def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> str:
     """Why `knobs` leave no runnable plan, naming the pinned degree (a knob with one value)
     that rules everything out, else the rule that the combinations break."""
-    at, pinned = arch.attention, {k: v[0] for k, v in vars(knobs).items()
-                                  if k != "gpus" and v is not None and len(v) == 1}
-    if not _ep_values(arch, knobs):
-        ep = pinned.get("ep")
-        return (f"ep={ep}: {arch.name} has no experts to shard; remove pin.ep" if not arch.is_moe
-                else f"ep={ep} does not divide the {arch.moe.num_experts} experts")
-    if "tp" in pinned:
-        tp = pinned["tp"]
-        widths = ([("MLP width", arch.mlp.intermediate_size)] if arch.num_dense_layers else []) \
-            + ([("expert width", arch.moe.expert.intermediate_size)] if arch.is_moe else [])
-        for what, size in [("attention heads", at.num_heads), *widths]:
-            if size % tp:
-                return f"tp={tp} does not divide the {size} {what} of {arch.name}"
-        kv = at.num_kv_heads
-        if at.kind != "mla" and kv % tp and tp % kv:
-            return f"tp={tp} neither divides nor is a multiple of the {kv} KV heads"
-    if pinned.get("pp", 0) > arch.num_layers:
-        return f"pp={pinned['pp']} exceeds the {arch.num_layers} layers of {arch.name}"
-    if pinned.get("cp", 1) > 1 and seq_len % (2 * pinned["cp"]):
-        return (f"cp={pinned['cp']}: seq_len {seq_len} does not split into 2 x cp = "
-                f"{2 * pinned['cp']} equal chunks (load-balanced ring attention)")
+    pinned = {k: v[0] for k, v in vars(knobs).items()
+              if k != "gpus" and v is not None and len(v) == 1}
+    # what a pinned degree breaks on its own, whatever the GPU count: check_plan's rules on
+    # a plan of the pinned degrees and 1 elsewhere (dp = ep so that EP may shard over DP)
+    probe = ParallelPlan(**{k: int(pinned.get(k, 1)) for k in ("tp", "pp", "cp", "ep")},
+                         dp=int(pinned.get("ep", 1)),
+                         vp=int(pinned.get("vp", 1)) if "pp" in pinned else 1)
+    try:
+        check_plan(arch, probe, seq_len=seq_len)
+    except PlanError as exc:
+        return str(exc)
     space = build_space(arch, knobs, seq_len=seq_len, global_batch=global_batch)
     counts = ", ".join(str(n) for n in knobs.gpus[:6]) + (", ..." if len(knobs.gpus) > 6 else "")
     if not space.outer_rows:
