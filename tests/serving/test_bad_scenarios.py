@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,3 +83,13 @@ def test_a_kv_cache_format_no_engine_stores_is_refused_with_the_choices(tmp_path
     raw["search"] = {"gpus": ["h100"], "tp": [1], "kv_dtypes": ["fp8", "nf4"]}
     code, err = _run(tmp_path, capsys, raw, command="plan")
     assert code == 2 and "search.kv_dtypes entry 'nf4' must be a KV-cache format" in err
+
+
+def test_engine_version_must_be_a_release_number():
+    from infraplan.errors import InputError
+    from infraplan.serving.deployment import Deployment
+
+    with pytest.raises(InputError, match=r"deployment\.engine_version .*release number"):
+        Deployment.model_validate(dict(model="mistral-7b", gpu="h100", engine_version="new"))
+    assert Deployment.model_validate(dict(model="mistral-7b", gpu="h100",
+                                          engine_version="0.8.0")).engine_version == "0.8.0"

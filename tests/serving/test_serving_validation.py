@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from infraplan.cli import main
-from infraplan.serving.validate import engine_for_row, validate_serving
+from infraplan.serving.validate import engine_for_row, engine_version_for_row, validate_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,14 @@ def test_dev_set_within_thresholds():
                                           ("LMDeploy", "vllm"), ("", "vllm")])
 def test_engine_names_in_rows(text, engine):
     assert engine_for_row(text) == engine
+
+
+@pytest.mark.parametrize("text, version", [
+    ("TensorRT-LLM 0.8.0", "0.8.0"), ("TensorRT-LLM 1.0 (PyTorch backend)", "1.0"),
+    ("vLLM 0.10.0 (ROCm)", "0.10.0"), ("TensorRT-LLM", None), ("", None), (None, None),
+])
+def test_engine_release_is_read_from_the_row(text, version):
+    assert engine_version_for_row(text) == version
 
 
 def run(capsys, *argv):

@@ -181,3 +181,44 @@ def test_parallel_attention_all_reduces_once_per_layer():
     saved = 32 * float(all_reduce(tokens * 4096 * 2.0, group(2, 1, fab), fab))
     assert linear(sequential, 2, tokens) - linear(parallel, 2, tokens) == pytest.approx(saved)
     assert linear(sequential, 1, tokens) == linear(parallel, 1, tokens)
+
+
+def test_grouped_decode_by_engine_release():
+    """TensorRT-LLM before 0.8 has no XQA; 0.8's precompiled XQA groups only 8 query heads
+    per KV head at head size 128; the XQA JIT groups up to 32; vLLM always groups."""
+    from infraplan.catalog import load_catalog
+
+    engines = load_catalog().engines
+    trt, vllm = engines.get("tensorrt-llm"), engines.get("vllm")
+    assert trt.decode_kv_reads(4, 128, "0.7.1") == 4  # Mistral 7B before XQA
+    assert trt.decode_kv_reads(8, 128, "0.7.1") == 8  # Llama 2 70B before XQA
+    assert trt.decode_kv_reads(8, 128, "0.8.0") == 1  # Llama 2 70B with XQA
+    assert trt.decode_kv_reads(4, 128, "0.8.0") == 4  # Mistral: group size not compiled
+    assert trt.decode_kv_reads(29, 64, "0.9.0") == 29  # Falcon-180B: neither
+    assert trt.decode_kv_reads(29, 64, "0.11.0") == 1
+    assert trt.decode_kv_reads(4, 128, None) == 1  # the newest release
+    assert trt.decode_kv_reads(1, 128, "0.5.0") == 1  # MHA reads its cache once anyway
+    assert vllm.decode_kv_reads(4, 128, "0.2.0") == 1
+
+
+def test_ungrouped_decode_rereads_shared_kv_heads_from_l2():
+    """Mistral 7B on TensorRT-LLM 0.8 (4 query heads per KV head, no XQA kernel): each
+    cached token's KV is read once from HBM and 3 more times from L2."""
+    from infraplan.serving.memory import kv_bytes_per_token_per_gpu
+
+    new = Deployment(model="mistral-7b", gpu="h100", engine="tensorrt-llm", kv_dtype="fp8")
+    old = new.model_copy(update={"engine_version": "0.8.0"})
+    kv = kv_bytes_per_token_per_gpu(load_model("mistral-7b"), "fp8", 1)
+    hbm = hardware.device(H100.name, "fp8", use="serving").memory_bytes_per_s
+    assert H100.l2_bandwidth_bytes_per_s is not None
+    assert resolve(new).step.decode_s_per_token == pytest.approx(kv / hbm)
+    assert resolve(old).step.decode_s_per_token == pytest.approx(
+        kv / hbm + 3 * kv / H100.l2_bandwidth_bytes_per_s)
+
+
+def test_ungrouped_decode_without_an_l2_figure_reads_hbm_each_time():
+    from infraplan.serving.step_time import _kv_read_cost
+
+    assert _kv_read_cost(1, 3e12, None) == 1.0
+    assert _kv_read_cost(4, 3e12, None) == 4.0
+    assert _kv_read_cost(4, 3e12, 6e12) == pytest.approx(2.5)

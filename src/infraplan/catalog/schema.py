@@ -75,6 +75,9 @@ class Accelerator(Row):
     memory_bytes: Bytes = Field(description="device memory the framework can allocate from")
     memory_type: str
     memory_bandwidth_bytes_per_s: BytesPerS
+    l2_bandwidth_bytes_per_s: BytesPerS | None = Field(
+        default=None, description="measured L2 read bandwidth (serves data that kernels "
+                                  "re-read while it is still cached)")
     peak_flops: dict[Dtype, FlopsPerS] = Field(
         description="dense peak per dtype (not the 2:4 sparsity figure); int types in OP/s")
     compute_units: int | None = Field(default=None, ge=1,
@@ -195,6 +198,37 @@ class LargeMemoryDefaults(BaseModel):
     max_num_batched_tokens: int = Field(ge=1)
 
 
+def release(version: str) -> tuple[int, ...]:
+    """'0.8.0' -> (0, 8, 0); the leading numbers of a release name ('1.0rc2' -> (1, 0))."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if not found:
+        raise InputError(f"engine_version {version!r} is not a release number",
+                         fix="write it like '0.8.0' or '1.0'")
+    return tuple(int(part) for part in found.group().split("."))
+
+
+class GroupedDecode(BaseModel):
+    """From release `since` on, the engine's decode attention kernel serves all the query
+    heads that share a KV head in one pass, reading that head's cache once, for the shapes
+    listed (None: any). Other shapes fall back to a kernel that runs one thread block per
+    query head and reads the shared cache once per query head."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    since: str = Field(pattern=r"^\d+(\.\d+)*$")
+    group_sizes: tuple[int, ...] | None = Field(
+        default=None, description="query heads per KV head it groups (None: up to "
+                                  "max_group_size)")
+    max_group_size: int = Field(default=1, ge=1)
+    head_dims: tuple[int, ...] | None = None
+    source: str = Field(min_length=3)
+
+    def groups(self, group_size: int, head_dim: int) -> bool:
+        sizes_ok = group_size in self.group_sizes if self.group_sizes is not None \
+            else group_size <= self.max_group_size
+        return sizes_ok and (self.head_dims is None or head_dim in self.head_dims)
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -215,6 +249,20 @@ class Engine(Row):
                     "whole prompt + output fits (TensorRT-LLM GUARANTEED_NO_EVICT)")
     step_overhead_s: Seconds = Field(description="per-step CPU time: scheduling, sampling, "
                                                  "launch, not hidden behind the GPU")
+    grouped_decode: tuple[GroupedDecode, ...] = Field(
+        default=(), description="releases of the decode attention kernel, oldest first; "
+                                "empty: every release groups any GQA shape (FlashAttention / "
+                                "FlashInfer decode)")
+
+    def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
+        """How often one decode step reads each cached KV head: once where the kernel
+        groups the `group_size` query heads that share it, else once per query head.
+        `version` None is the newest release; one older than every entry groups nothing."""
+        if not self.grouped_decode or group_size == 1:
+            return 1
+        rules = [r for r in self.grouped_decode
+                 if version is None or release(r.since) <= release(version)]
+        return 1 if rules and rules[-1].groups(group_size, head_dim) else group_size
 
     def batch_limits(self, gpu: Accelerator) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) this engine picks on `gpu`."""

@@ -4,6 +4,7 @@ limits, and what it resolves to (step-time tables, KV capacity, batch limits).""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -54,6 +55,9 @@ class Deployment(SpecModel):
     kv_dtype: str | None = Field(default=None,
                                  description="KV-cache dtype (default: 16-bit; fp8 halves it)")
     engine: str = Field(default="vllm", description="vllm, tensorrt-llm or sglang")
+    engine_version: str | None = Field(
+        default=None, description="the engine's release ('0.8.0'); None: the newest. Older "
+        "releases lack kernels (TensorRT-LLM before XQA)")
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1)
@@ -71,6 +75,14 @@ class Deployment(SpecModel):
         default="engine", description="engine: the engine's default batch limits; "
                                       "trtllm-bench: sized from the request lengths as "
                                       "trtllm-bench does for throughput runs")
+
+    @field_validator("engine_version")
+    @classmethod
+    def _release_number(cls, version: str | None) -> str | None:
+        if version is not None and not re.fullmatch(r"\d+(\.\d+)*", version.strip()):
+            raise ValueError("must be a release number like '0.8.0'; "
+                             "leave it out for the newest release")
+        return version
 
     @field_validator("kv_dtype")
     @classmethod
@@ -155,6 +167,16 @@ def _draft_step(draft_model: str, base_dir: Path | None, gpu_name: str, tp: int,
                             overhead_s=0.0)
 
 
+def _decode_kv_reads(arch: ModelArch, engine: Engine, dep: Deployment) -> int:
+    """Reads of each cached KV head per decode step (Engine.decode_kv_reads): the query
+    heads one GPU holds per KV head it holds (KV heads are replicated when tp exceeds them)."""
+    at = arch.attention
+    if at.kind == "mla":
+        return 1
+    group = (at.num_heads // dep.tp) // max(1, at.num_kv_heads // dep.tp)
+    return engine.decode_kv_reads(group, at.head_dim, dep.engine_version)
+
+
 def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
     act = activation_dtype(gpu)
@@ -184,7 +206,8 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),
                             max_seqs=max_seqs, overhead_s=engine.step_overhead_s,
-                            expert_imbalance=dep.expert_imbalance, speculation=spec)
+                            expert_imbalance=dep.expert_imbalance, speculation=spec,
+                            decode_kv_reads=_decode_kv_reads(arch, engine, dep))
     chunked = engine.chunked_prefill if dep.chunked_prefill is None else dep.chunked_prefill
     return ResolvedReplica(deployment=dep, arch=arch, gpu=gpu, engine=engine, step=step,
                            memory=memory, max_num_seqs=max_seqs,

@@ -15,7 +15,9 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   expert (`expert_imbalance` = busiest / mean load) stretches the grouped GEMM.
 - Attention: prefill at the fused-attention FLOP rate, 2 (d_qk + d_v) FLOPs per head per
   (query, key) pair (causal pairs counted once); decode reads each cached token's K and V
-  once per step (FlashDecoding / PagedAttention), so it is bound by HBM bandwidth.
+  once per step (FlashDecoding / PagedAttention), so it is bound by HBM bandwidth. Engine
+  releases whose kernel does not group a GQA model's query heads (catalog engines,
+  `grouped_decode`) re-read each shared KV head from L2 once per query head.
 - Tensor parallelism: two all-reduces of T x h activations per layer (after the attention
   output and the MLP down projections), over the node's links (physics/collectives.py);
   one where attention and MLP run in parallel and their outputs are summed first.
@@ -169,6 +171,19 @@ def _split(fan_in: int, fan_out: int, split: str, tp: int) -> tuple[float, float
 _ELEMENTWISE_H = 10
 
 
+def _kv_read_cost(reads: int, hbm_bytes_per_s: float, l2_bytes_per_s: float | None) -> float:
+    """HBM-equivalent reads of the KV cache per decode step. A kernel without GQA grouping
+    (TensorRT-LLM's masked MHA: one thread block per query head) reads a shared KV head once
+    per query head; the blocks of one group run side by side, so the first read comes from
+    HBM and the other reads - 1 from L2, at L2 bandwidth. Without an L2 figure every read is
+    charged at HBM bandwidth (an upper bound)."""
+    if reads == 1:
+        return 1.0
+    if l2_bytes_per_s is None:
+        return float(reads)
+    return 1.0 + (reads - 1) * hbm_bytes_per_s / l2_bytes_per_s
+
+
 def moe_routing_bytes_per_token(arch: ModelArch) -> float:
     """Bytes one token moves per MoE layer to reach its experts and come back: its h
     activations are read and written as top-k rows in expert order before the grouped
@@ -182,7 +197,8 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                      weights: WeightFormat,
                      kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
                      expert_imbalance: float = 1.0,
-                     speculation: Speculation | None = None) -> StepModel:
+                     speculation: Speculation | None = None,
+                     decode_kv_reads: int = 1) -> StepModel:
     act = dtype_bytes("bf16")
     dev = hardware.device(gpu.name, weights.gemm_dtype, use="serving")
     dev16 = hardware.device(gpu.name, "bf16" if "bf16" in gpu.peak_flops else "fp16",
@@ -227,7 +243,8 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
 
     heads_per_gpu = at.num_heads / tp
     pair_flops = 2.0 * layers * heads_per_gpu * (at.head_dim + at.v_head_dim)
-    kv_bytes = kv_bytes_per_token_per_gpu(arch, kv_dtype, tp)
+    kv_bytes = kv_bytes_per_token_per_gpu(arch, kv_dtype, tp) \
+        * _kv_read_cost(decode_kv_reads, dev.memory_bytes_per_s, gpu.l2_bandwidth_bytes_per_s)
     decode = max(kv_bytes / dev.memory_bytes_per_s, pair_flops / dev16.attention_flops)
     if pp > 1:
         # Pipeline parallel serving (vLLM, TensorRT-LLM): each stage runs 1/pp of the

@@ -83,6 +83,13 @@ def engine_for_row(text: str | None) -> str:
     return "vllm"
 
 
+def engine_version_for_row(text: str | None) -> str | None:
+    """The release a row's engine text names ('TensorRT-LLM 0.8.0' -> '0.8.0'); None (the
+    newest) when it names none."""
+    found = re.search(r"\b\d+\.\d+(?:\.\d+)*", text or "")
+    return found.group() if found else None
+
+
 def deployment_for_row(row: dict) -> Deployment:
     engine = load_catalog().engines.get(engine_for_row(row.get("engine")))
     tp = row_int(row, "tp", low=1) or 1
@@ -97,6 +104,7 @@ def deployment_for_row(row: dict) -> Deployment:
         model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
         weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
         kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
+        engine_version=engine_version_for_row(row.get("engine")),
         batching="static" if static else "continuous",
         batch_size=row_int(row, "batch", required=True) if static else None,
         tuning="trtllm-bench" if bench else "engine"))
