@@ -198,9 +198,12 @@ class LargeMemoryDefaults(BaseModel):
     max_num_batched_tokens: int = Field(ge=1)
 
 
+RELEASE = re.compile(r"\d+(?:\.\d+)*")  # an engine release number: 0.8.0, 1.0
+
+
 def release(version: str) -> tuple[int, ...]:
     """'0.8.0' -> (0, 8, 0); the leading numbers of a release name ('1.0rc2' -> (1, 0))."""
-    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    found = RELEASE.match(version.strip())
     if not found:
         raise InputError(f"engine_version {version!r} is not a release number",
                          fix="write it like '0.8.0' or '1.0'")

@@ -4,7 +4,6 @@ limits, and what it resolves to (step-time tables, KV capacity, batch limits).""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import Accelerator, Engine
+from infraplan.catalog.schema import RELEASE, Accelerator, Engine
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, load_model
 from infraplan.serving.lengths import SpecModel
@@ -79,7 +78,7 @@ class Deployment(SpecModel):
     @field_validator("engine_version")
     @classmethod
     def _release_number(cls, version: str | None) -> str | None:
-        if version is not None and not re.fullmatch(r"\d+(\.\d+)*", version.strip()):
+        if version is not None and not RELEASE.fullmatch(version.strip()):
             raise ValueError("must be a release number like '0.8.0'; "
                              "leave it out for the newest release")
         return version
