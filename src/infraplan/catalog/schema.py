@@ -218,7 +218,7 @@ class GroupedDecode(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    since: str = Field(pattern=r"^\d+(\.\d+)*$")
+    since: str = Field(pattern=rf"^{RELEASE.pattern}$")
     group_sizes: tuple[int, ...] | None = Field(
         default=None, description="query heads per KV head it groups (None: up to "
                                   "max_group_size)")
@@ -263,8 +263,9 @@ class Engine(Row):
         `version` None is the newest release; one older than every entry groups nothing."""
         if not self.grouped_decode or group_size == 1:
             return 1
+        wanted = None if version is None else release(version)
         rules = [r for r in self.grouped_decode
-                 if version is None or release(r.since) <= release(version)]
+                 if wanted is None or release(r.since) <= wanted]
         return 1 if rules and rules[-1].groups(group_size, head_dim) else group_size
 
     def batch_limits(self, gpu: Accelerator) -> tuple[int, int]:
