@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.training.evaluate import TrainingJob
+from infraplan.training.plan import ParallelPlan, PlanError, check_plan
 from infraplan.training.plan_train import gpu_counts, plan_training
 from infraplan.training.search import search
 from infraplan.training.space import Knobs
@@ -69,6 +71,8 @@ def test_pins_are_honoured_and_impossible_pins_explained():
     ("llama-3.1-70b", dict(dp=(3,)), "dp=3: no TP x PP x CP split leaves it"),
     ("llama-3.1-70b", dict(micro_batch=(256,)),
      "micro_batch=256: global_batch 128 is not a multiple of dp x micro_batch"),
+    ("llama-3.1-70b", dict(tp=(4,), pp=(2,), vp=(2,), micro_batch=(128,)),
+     "vp=2: interleaving needs the micro-batches per step"),
 ])
 def test_an_impossible_pin_is_named(model, pins, reason):
     """Each said only 'no combination of the allowed degrees divides ...'; a pinned EP on a
@@ -76,6 +80,21 @@ def test_an_impossible_pin_is_named(model, pins, reason):
     with pytest.raises(InputError, match="no runnable plan: " + reason):
         search(load_model(model), ["h100"], Knobs(gpus=(8,), **pins),
                TrainingJob(seq_len=4096, global_batch=128))
+
+
+def test_interleaving_needs_micro_batches_in_groups_of_pp():
+    """Megatron-LM's interleaved schedule runs micro-batches through each model chunk in
+    groups of pp; the search used to pick vp > 1 with 4 micro-batches on 8 stages."""
+    arch = load_model("gpt3-175b")
+    plan = ParallelPlan(tp=8, pp=8, dp=2, vp=3, micro_batch=4)
+    with pytest.raises(PlanError, match="= 5, to be a multiple of pp=8"):
+        check_plan(arch, plan, seq_len=2048, global_batch=40)
+    assert check_plan(arch, plan, seq_len=2048, global_batch=64) == 8
+    assert check_plan(arch, replace(plan, vp=1), seq_len=2048, global_batch=40) == 5
+    result = search(arch, ["a100-sxm4-80gb"], Knobs(gpus=(128,), tp=(8,), pp=(8,)),
+                    TrainingJob(seq_len=2048, global_batch=64), top=50)
+    interleaved = [p.plan for p in result.best if p.plan.vp > 1]
+    assert interleaved and all(64 // (p.dp * p.micro_batch) % 8 == 0 for p in interleaved)
 
 
 def test_gpu_counts_are_whole_nodes_and_small_powers_of_two():

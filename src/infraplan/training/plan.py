@@ -138,4 +138,13 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         raise PlanError(f"global_batch={global_batch} is not a multiple of dp*micro_batch = "
                         f"{plan.dp}*{plan.micro_batch} = {per_step}",
                         fix="change global_batch, micro_batch or dp")
-    return global_batch // per_step
+    microbatches = global_batch // per_step
+    # The interleaved schedule runs micro-batches in groups of pp through each model chunk:
+    # Megatron-LM's forward_backward_pipelining_with_interleaving refused any other count
+    # until 2024, and Megatron-core still does unless microbatch_group_size_per_vp_stage
+    # is tuned (its default is pp).
+    if plan.vp > 1 and microbatches % plan.pp:
+        raise PlanError(f"interleaving (vp={plan.vp}) needs the micro-batches per step, "
+                        f"global_batch / (dp*micro_batch) = {microbatches}, to be a multiple "
+                        f"of pp={plan.pp}", fix="change micro_batch or global_batch, or use vp=1")
+    return microbatches

@@ -5,7 +5,7 @@ what cannot run (a degree that does not divide) before anything is evaluated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -96,6 +96,9 @@ class Space:
         # interleaving needs a pipeline and at least one layer per model chunk; uneven
         # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
         ok &= (i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers))
+        # interleaving runs micro-batches in groups of pp (see check_plan)
+        microbatches = self.global_batch // (o["dp"] * i["mb"])
+        ok &= (i["vp"] == 1) | ((microbatches % o["pp"]) == 0)
         ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
         return ok
 
@@ -186,5 +189,13 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
             return (f"micro_batch={mb}: global_batch {global_batch} is not a multiple of "
                     f"dp x micro_batch for any data-parallel degree left "
                     f"({', '.join(map(str, dps[:6]))})")
+    vp = pinned.get("vp", 1)
+    if vp > 1:
+        plain = build_space(arch, replace(knobs, vp=(1,)), seq_len=seq_len,
+                            global_batch=global_batch)
+        if plain._runnable(slice(None)).any():
+            return (f"vp={int(vp)}: interleaving needs the micro-batches per step, "
+                    f"global_batch / (dp x micro_batch), to be a multiple of pp, and no "
+                    f"allowed dp and micro_batch make them so")
     return ("no combination of the allowed degrees divides the GPU counts, heads and "
             "global batch")
