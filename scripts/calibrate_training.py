@@ -60,7 +60,8 @@ def write_constants(values: dict[str, float], rows: list[str]) -> None:
     text = path.read_text()
     for name, value in values.items():
         block = re.search(rf"^- name: {re.escape(name)}\n(?:  .*\n|    .*\n)*", text, re.M)
-        new = re.sub(r"^  value: .*$", f"  value: {value}", block.group(0), count=1, flags=re.M)
+        shown = ".inf" if math.isinf(value) else value  # YAML's spelling of infinity
+        new = re.sub(r"^  value: .*$", f"  value: {shown}", block.group(0), count=1, flags=re.M)
         new = re.sub(r"^  fitted_on: .*$", f"  fitted_on: [{', '.join(rows)}]", new,
                      count=1, flags=re.M)
         text = text.replace(block.group(0), new)

@@ -62,14 +62,15 @@ def test_moe_decode_reads_only_the_experts_it_touches():
 def test_many_expert_decode_is_bound_by_reading_the_experts_not_by_launches():
     """Qwen3-30B-A3B, 128 experts in each of 48 layers: a decode step of 256 sequences
     touches nearly every expert. The experts of a layer run as one fused-MoE kernel, so the
-    step stays near the time of reading the weights (a launch per expert would add
-    128 x 48 x 3 launches, about 74 ms at 4 us each)."""
+    step stays within twice the time of reading the weights, about 9 ms (a launch per
+    expert would add 128 x 48 x 3 launches, about 74 ms at 4 us each); routing copies,
+    attention and the imperfect overlap of 16-row expert GEMMs near the ridge add 64 %."""
     dep = Deployment(model="qwen3-30b-a3b", gpu="h100", tp=2)
     r = resolve(dep)
     weights = weight_bytes_per_gpu(r.arch, weight_format("bf16", H100, "bf16"), 2)
     floor = weights / H100.memory_bandwidth_bytes_per_s
     t = decode_s(dep, 256) - r.step.overhead_s
-    assert floor < t < 1.6 * floor
+    assert floor < t < 2 * floor
 
 
 def test_speculation_tokens_per_step_and_cheaper_tokens():
@@ -222,3 +223,37 @@ def test_ungrouped_decode_without_an_l2_figure_reads_hbm_each_time():
     assert _kv_read_cost(1, 3e12, None) == 1.0
     assert _kv_read_cost(4, 3e12, None) == 4.0
     assert _kv_read_cost(4, 3e12, 6e12) == pytest.approx(2.5)
+
+
+def test_near_the_ridge_a_gemm_pays_for_imperfect_overlap(monkeypatch):
+    """Llama 3.1 8B in bf16 on an H100: one sequence's decode step reads weights (far below
+    the ridge point), 8,192 prompt tokens are math (far above); a step of 256 tokens sits
+    near the ridge (about 250 FLOP per weight byte), where the fitted p-norm charges the
+    most over the sharp roofline: up to 2^(1/p) x."""
+    import math
+
+    import numpy as np
+
+    from infraplan.physics.hardware import calibration
+    from infraplan.serving.step_time import build_step_model
+
+    arch = load_model("llama-3.1-8b")
+
+    def linear_s(exponent: float) -> np.ndarray:
+        with monkeypatch.context() as patch:
+            patch.setattr(hardware, "calibration", lambda name: exponent
+                          if name == "serving-roofline-exponent" else calibration(name))
+            hardware.device.cache_clear()
+            step = build_step_model(arch, H100, tp=1, weights=weight_format("bf16", H100,
+                                                                            "bf16"),
+                                    kv_dtype="bf16", max_tokens=8192, max_seqs=256,
+                                    overhead_s=0.0)
+        hardware.device.cache_clear()
+        return np.array(step.linear_s)
+
+    p = calibration("serving-roofline-exponent")
+    blend, sharp = linear_s(p), linear_s(math.inf)
+    ratio = {n: blend[n] / sharp[n] for n in (1, 256, 8192)}
+    assert ratio[1] < 1.02
+    assert ratio[256] > 1 + 0.5 * (2 ** (1 / p) - 1)
+    assert ratio[256] > ratio[8192] and ratio[256] <= 2 ** (1 / p) + 1e-9

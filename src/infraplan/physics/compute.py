@@ -7,7 +7,8 @@ over the matrix edge computes padding (the "wave quantization" and "tile quantiz
 effects of NVIDIA's Matrix Multiplication Background guide). cuBLAS picks among a few tile
 shapes; we take the best. Each tile also pays a fixed prologue and epilogue beside its
 main loop over K, so efficiency grows as K / (K + K0). The memory roof is reading A and B
-and writing C once.
+and writing C once. The two roofs combine as a p-norm (`roofline_s`): p = infinity is the
+sharp roofline (loads and math overlap perfectly), p = 1 their sum (no overlap).
 
 Attention: FlashAttention-style kernels at a measured fraction of peak; eager attention as
 two batched GEMMs plus a memory-bound softmax over the s x s scores.
@@ -17,6 +18,7 @@ the memory bandwidth.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +38,26 @@ class Device:
     compute_units: int | None  # SMs / CUs; None: no wave quantization
     kernel_overhead_s: float  # fixed cost per kernel (launch, ramp-up, tail)
     gemm_k_overhead: float = 0.0  # K0: a tile's prologue/epilogue in K elements
+    roofline_exponent: float = math.inf  # p of roofline_s (infinity: the sharp roofline)
+
+
+def roofline_s(compute_s, memory_s, exponent: float = math.inf):
+    """A kernel's seconds from its compute-bound and memory-bound times: the p-norm
+    (compute^p + memory^p)^(1/p). The sharp roofline (p = infinity, Williams et al. 2009)
+    assumes loads and math overlap perfectly, which a kernel reaches only far from the
+    ridge point; at the ridge a p-norm costs 2^(1/p) x either time, and p = 1 is no
+    overlap at all."""
+    compute_s = np.asarray(compute_s, dtype=float)
+    memory_s = np.asarray(memory_s, dtype=float)
+    if math.isinf(exponent):
+        return np.maximum(compute_s, memory_s)
+    if exponent == 1:
+        return compute_s + memory_s
+    # scaled by the larger time so that the powers neither overflow nor underflow
+    top = np.maximum(compute_s, memory_s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(top > 0, np.minimum(compute_s, memory_s) / top, 0.0)
+    return top * (1.0 + ratio ** exponent) ** (1.0 / exponent)
 
 
 def wave_efficiency(m, n, compute_units: int | None, groups=1.0):
@@ -65,7 +87,8 @@ def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0, g
     compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units, groups)
                        * k_efficiency)
     memory = (m * k + k * n + m * n) * groups * bytes_per_element / device.memory_bytes_per_s
-    return count * (np.maximum(compute, memory) + device.kernel_overhead_s)
+    return count * (roofline_s(compute, memory, device.roofline_exponent)
+                    + device.kernel_overhead_s)
 
 
 def attention_time(device: Device, flops, count=1.0):

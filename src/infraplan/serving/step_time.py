@@ -3,11 +3,13 @@
 One step runs every layer once over the T tokens scheduled in it (the prefill chunks plus
 one token per decoding sequence). Per GPU of a tensor-parallel group of t:
 
-- Weight GEMMs, each a roofline (Williams et al. 2009): the slower of the FLOPs at the
-  achievable GEMM rate (wave/tile quantization and the K-efficiency of physics/compute.py)
-  and the bytes moved (the weight matrix once, in its stored format, plus activations).
-  A decode step of a few sequences is therefore bound by reading the weights; a prefill
-  chunk by the math. Megatron-style splits (Shoeybi et al. 2019): column-parallel GEMMs
+- Weight GEMMs, each a roofline (Williams et al. 2009) of the FLOPs at the achievable
+  GEMM rate (wave/tile quantization and the K-efficiency of physics/compute.py) and the
+  bytes moved (the weight matrix once, in its stored format, plus activations). A decode
+  step of a few sequences is therefore bound by reading the weights; a prefill chunk by
+  the math. Between the two, near the ridge point (a decode step of hundreds of
+  sequences, a short prompt), loads and math overlap imperfectly: the two times combine
+  as a p-norm whose exponent is fitted (`serving-roofline-exponent`). Megatron-style splits (Shoeybi et al. 2019): column-parallel GEMMs
   cut fan_out by t, row-parallel ones fan_in.
 - MoE (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): T tokens routed top-k among E
   experts touch E (1 - (1 - k/E)^T) distinct experts in expectation (uniform routing);
@@ -44,7 +46,7 @@ from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
-from infraplan.physics.compute import GEMM_TILES, Device
+from infraplan.physics.compute import GEMM_TILES, Device, roofline_s
 from infraplan.serving.memory import kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
@@ -120,8 +122,8 @@ def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes
               count, groups=1.0) -> np.ndarray:
     """`count` kernels, each a grouped GEMM of `groups` problems (m x k) @ (k x n) with
     stored weights (1: a plain GEMM; the touched experts of an MoE layer: one fused-MoE
-    kernel, as vLLM's fused_moe and TensorRT-LLM's MoE plugin run them): max(math, bytes)
-    + one launch."""
+    kernel, as vLLM's fused_moe and TensorRT-LLM's MoE plugin run them): the roofline of
+    math and bytes (physics.compute.roofline_s) + one launch."""
     m = np.asarray(m, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):  # m = 0 rows: masked below
         math_s = 2.0 * m * n * k * groups / (
@@ -129,7 +131,8 @@ def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes
             * (k / (k + dev.gemm_k_overhead)))
     bytes_s = (n * k * weight_bytes + m * (k + n) * act_bytes) * groups \
         / dev.memory_bytes_per_s
-    return np.where(m > 0, count * (np.maximum(math_s, bytes_s) + dev.kernel_overhead_s), 0.0)
+    return np.where(m > 0, count * (roofline_s(math_s, bytes_s, dev.roofline_exponent)
+                                     + dev.kernel_overhead_s), 0.0)
 
 
 SPLIT_K_MIN_DEPTH = 512  # K elements each slice of a stream-K GEMM keeps
