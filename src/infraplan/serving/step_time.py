@@ -9,8 +9,9 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   step of a few sequences is therefore bound by reading the weights; a prefill chunk by
   the math. Between the two, near the ridge point (a decode step of hundreds of
   sequences, a short prompt), loads and math overlap imperfectly: the two times combine
-  as a p-norm whose exponent is fitted (`serving-roofline-exponent`). Megatron-style splits (Shoeybi et al. 2019): column-parallel GEMMs
-  cut fan_out by t, row-parallel ones fan_in.
+  as a p-norm whose exponent is fitted (`serving-roofline-exponent`). Megatron-style
+  splits (Shoeybi et al. 2019): column-parallel GEMMs cut fan_out by t, row-parallel
+  ones fan_in.
 - MoE (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): T tokens routed top-k among E
   experts touch E (1 - (1 - k/E)^T) distinct experts in expectation (uniform routing);
   each touched expert's weights are read once and it multiplies T k / touched rows. A hot
