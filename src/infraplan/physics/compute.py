@@ -51,7 +51,7 @@ def roofline_s(compute_s, memory_s, exponent: float = math.inf):
     memory_s = np.asarray(memory_s, dtype=float)
     if math.isinf(exponent):
         return np.maximum(compute_s, memory_s)
-    if exponent == 1:
+    if exponent == 1:  # exactly the sum (the scaled form below can round one ulp above it)
         return compute_s + memory_s
     # scaled by the larger time so that the powers neither overflow nor underflow
     top = np.maximum(compute_s, memory_s)
@@ -78,17 +78,24 @@ def wave_efficiency(m, n, compute_units: int | None, groups=1.0):
     return best
 
 
+def gemm_kernels_s(device: Device, flops, efficiency, k, bytes_moved, count=1.0):
+    """Seconds for `count` GEMM kernels of `flops` each over a K depth of `k`, moving
+    `bytes_moved` each, that keep `efficiency` of the chip busy (wave or split-K tiling):
+    the roofline of their math (with each tile's K0 prologue/epilogue) and their bytes,
+    plus one launch each. Training (`gemm_time`) and the serving step share it."""
+    compute = flops / (device.gemm_flops * efficiency * (k / (k + device.gemm_k_overhead)))
+    memory = bytes_moved / device.memory_bytes_per_s
+    return count * (roofline_s(compute, memory, device.roofline_exponent)
+                    + device.kernel_overhead_s)
+
+
 def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0, groups=1.0):
     """Seconds for `count` kernels, each a grouped GEMM of `groups` problems (m x k) @
     (k x n) (1: a plain GEMM): the slower of compute and memory, plus one launch."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    flops = 2.0 * m * n * k * groups
-    k_efficiency = k / (k + device.gemm_k_overhead)
-    compute = flops / (device.gemm_flops * wave_efficiency(m, n, device.compute_units, groups)
-                       * k_efficiency)
-    memory = (m * k + k * n + m * n) * groups * bytes_per_element / device.memory_bytes_per_s
-    return count * (roofline_s(compute, memory, device.roofline_exponent)
-                    + device.kernel_overhead_s)
+    return gemm_kernels_s(device, 2.0 * m * n * k * groups,
+                          wave_efficiency(m, n, device.compute_units, groups), k,
+                          (m * k + k * n + m * n) * groups * bytes_per_element, count)
 
 
 def attention_time(device: Device, flops, count=1.0):

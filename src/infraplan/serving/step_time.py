@@ -47,7 +47,7 @@ from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
-from infraplan.physics.compute import GEMM_TILES, Device, roofline_s
+from infraplan.physics.compute import GEMM_TILES, Device, gemm_kernels_s
 from infraplan.serving.memory import kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
@@ -123,17 +123,15 @@ def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes
               count, groups=1.0) -> np.ndarray:
     """`count` kernels, each a grouped GEMM of `groups` problems (m x k) @ (k x n) with
     stored weights (1: a plain GEMM; the touched experts of an MoE layer: one fused-MoE
-    kernel, as vLLM's fused_moe and TensorRT-LLM's MoE plugin run them): the roofline of
-    math and bytes (physics.compute.roofline_s) + one launch."""
+    kernel, as vLLM's fused_moe and TensorRT-LLM's MoE plugin run them), tiled for few
+    rows (split_k_efficiency): physics.compute.gemm_kernels_s; rows m = 0 cost nothing."""
     m = np.asarray(m, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):  # m = 0 rows: masked below
-        math_s = 2.0 * m * n * k * groups / (
-            dev.gemm_flops * split_k_efficiency(m, n, k, dev, groups)
-            * (k / (k + dev.gemm_k_overhead)))
-    bytes_s = (n * k * weight_bytes + m * (k + n) * act_bytes) * groups \
-        / dev.memory_bytes_per_s
-    return np.where(m > 0, count * (roofline_s(math_s, bytes_s, dev.roofline_exponent)
-                                     + dev.kernel_overhead_s), 0.0)
+        seconds = gemm_kernels_s(dev, 2.0 * m * n * k * groups,
+                                 split_k_efficiency(m, n, k, dev, groups), k,
+                                 (n * k * weight_bytes + m * (k + n) * act_bytes) * groups,
+                                 count)
+    return np.where(m > 0, seconds, 0.0)
 
 
 SPLIT_K_MIN_DEPTH = 512  # K elements each slice of a stream-K GEMM keeps
