@@ -150,6 +150,26 @@ def test_static_batching_waits_for_the_longest_output():
     assert two.first_token_s[4] > two.finish_s[3]
 
 
+def test_a_static_batch_may_fill_the_memory_the_weights_leave():
+    """gptSessionBenchmark allocates the cache for its batch alone: Llama 2 7B in fp16 on
+    one A100, 60 requests of 128 + 2048 tokens (TensorRT-LLM 0.6.1's published cell), need
+    63.75 GiB of KV cache beside 12.6 GiB of weights: more than TensorRT-LLM's 0.95 of the
+    free memory that continuous batching keeps, less than all of it."""
+    dep = Deployment(model="llama-2-7b", gpu="a100-sxm4-80gb", engine="tensorrt-llm",
+                     weight_dtype="fp16", kv_dtype="fp16", batching="static", batch_size=60)
+    mem = resolve(dep).memory
+    need_bytes = 60 * (128 + 2048) * mem.kv_bytes_per_token
+    assert need_bytes == 60 * 2176 * 32 * 2 * 4096 * 2  # layers x (K, V) x h x fp16
+    left = mem.device_bytes - mem.weight_bytes - mem.activation_bytes - mem.overhead_bytes
+    assert mem.kv_bytes == left
+    assert 0.95 * left < need_bytes < left
+    res = simulate(dep, Requests(np.zeros(60), np.full(60, 128), np.full(60, 2048)))
+    assert res.completed.all()
+    continuous = resolve(dep.model_copy(update={"batching": "continuous", "batch_size": None,
+                                                "max_num_seqs": 60})).memory
+    assert continuous.kv_bytes == pytest.approx(0.95 * left)
+
+
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
 def test_replicas_share_the_load(router):
     dep = DEP.model_copy(update={"replicas": 3, "router": router})

@@ -184,12 +184,17 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     max_seqs, max_tokens = engine.batch_limits(gpu)
     static = dep.batch_size if dep.batching == "static" else None
     block = dep.block_size or engine.block_size
-    # a static batch's activations and logits are reserved like max_num_seqs'
+    # A static batch's activations and logits are reserved like max_num_seqs'. Its cache is
+    # allocated for the batch alone (TensorRT-LLM's GptSession, which gptSessionBenchmark
+    # runs, sizes a contiguous cache for batch x sequence length; the 0.6.1 performance
+    # page builds its GPT-J and Llama engines without --paged_kv_cache), so it may take all
+    # the memory left: the engine's fraction is headroom for continuous batching.
+    fraction = dep.memory_fraction or (1.0 if static else None)
     memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
                             kv_dtype=kv_dtype,
                             max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
                             max_num_seqs=dep.max_num_seqs or static or max_seqs,
-                            block_size=block, memory_fraction=dep.memory_fraction)
+                            block_size=block, memory_fraction=fraction)
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
         max_seqs, max_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
     max_seqs = dep.max_num_seqs or static or max_seqs
