@@ -30,6 +30,7 @@ def _count(path: Path) -> int:
     ("serving_latency.csv", validate_serving, 120),
     ("serving_perf_tables.csv", validate_serving, 386),
     ("serving_static_tables.csv", validate_serving, 110),
+    ("serving_early_tables.csv", validate_serving, 225),
 ])
 def test_every_collected_row_predicts(name, validate, rows):
     path = VALIDATION / name
