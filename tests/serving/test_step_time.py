@@ -229,7 +229,8 @@ def test_near_the_ridge_a_gemm_pays_for_imperfect_overlap(monkeypatch):
     """Llama 3.1 8B in bf16 on an H100: one sequence's decode step reads weights (far below
     the ridge point), 8,192 prompt tokens are math (far above); a step of 256 tokens sits
     near the ridge (about 250 FLOP per weight byte), where the fitted p-norm charges the
-    most over the sharp roofline: up to 2^(1/p) x."""
+    most over the sharp roofline: up to 2^(1/p) x. Far from it the blend costs a small
+    share of that (the padded 16-row tile's math beside the weight read at batch 1)."""
     import math
 
     import numpy as np
@@ -254,6 +255,6 @@ def test_near_the_ridge_a_gemm_pays_for_imperfect_overlap(monkeypatch):
     p = calibration("serving-roofline-exponent")
     blend, sharp = linear_s(p), linear_s(math.inf)
     ratio = {n: blend[n] / sharp[n] for n in (1, 256, 8192)}
-    assert ratio[1] < 1.02
+    assert ratio[1] - 1 < (ratio[256] - 1) / 8 and ratio[8192] - 1 < (ratio[256] - 1) / 8
     assert ratio[256] > 1 + 0.5 * (2 ** (1 / p) - 1)
     assert ratio[256] > ratio[8192] and ratio[256] <= 2 ** (1 / p) + 1e-9
