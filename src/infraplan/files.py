@@ -39,6 +39,6 @@ def on_disk(path: Path) -> bool:
     """A file or folder at `path`; False for a name the OS cannot take as a path (too long,
     a NUL byte) instead of an OSError: such a string is a name, not a file."""
     try:
-        return path.is_file() or path.is_dir()
-    except (OSError, ValueError):
+        return any(probe_path(path, "path"))
+    except InputError:
         return False

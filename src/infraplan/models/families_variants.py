@@ -76,14 +76,10 @@ def llama_like(cfg: ConfigReader, name: str, *, qkv_bias: bool | None = None,
     return ModelArch(
         **common_fields(cfg, name, tie_default=tie_default),
         norm="rmsnorm", norm_bias=False, learned_positions=False,
-        attention=gqa_attention(
-            cfg, cfg.int("hidden_size"),
-            qkv_bias=attention_bias if qkv_bias is None else qkv_bias,
-            o_bias=attention_bias if o_bias is None else o_bias, qk_norm=qk_norm),
-        mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
-                    activation=cfg.text("hidden_activation", "hidden_act",
-                                        default=act_default),
-                    bias=cfg.bool("mlp_bias", default=False)),
+        attention=_attention(cfg, bias=attention_bias if qkv_bias is None else qkv_bias,
+                             o_bias=attention_bias if o_bias is None else o_bias,
+                             qk_norm=qk_norm),
+        mlp=_gated(cfg, bias=cfg.bool("mlp_bias", default=False), act=act_default),
     )
 
 

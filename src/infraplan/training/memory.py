@@ -73,11 +73,17 @@ class MemoryReport:
         }
 
 
+def check_precision(precision: str) -> str:
+    """`precision` if a training step runs in it; else an InputError naming the choices."""
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                         f"{precision!r}")
+    return precision
+
+
 def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
     notes = []
-    if options.precision not in PRECISIONS:
-        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                         f"{options.precision!r}")
+    check_precision(options.precision)
     if options.kernels not in act.KERNELS:
         raise InputError(f"kernels must be one of {', '.join(act.KERNELS)}, got "
                          f"{options.kernels!r}")

@@ -13,7 +13,7 @@ from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
-from infraplan.training.memory import PRECISIONS
+from infraplan.training.memory import check_precision
 from infraplan.training.search import search
 from infraplan.training.space import Knobs, VIRTUAL_STAGES
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
@@ -59,10 +59,10 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
         raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
-    precision = (row.get("precision") or "bf16").strip()
-    if precision not in PRECISIONS:
-        raise InputError(f"row {row['id']!r}: precision must be one of {', '.join(PRECISIONS)}"
-                         f", got {precision!r}")
+    try:
+        precision = check_precision((row.get("precision") or "bf16").strip())
+    except InputError as exc:
+        raise InputError(f"row {row['id']!r}: {exc.message}") from None
     job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
                       global_batch=row_int(row, "global_batch", required=True),
                       tokens=tokens, precision=precision)
