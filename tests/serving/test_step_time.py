@@ -230,7 +230,7 @@ def test_near_the_ridge_a_gemm_pays_for_imperfect_overlap(monkeypatch):
     the ridge point), 8,192 prompt tokens are math (far above); a step of 256 tokens sits
     near the ridge (about 250 FLOP per weight byte), where the fitted p-norm charges the
     most over the sharp roofline: up to 2^(1/p) x. Far from it the blend costs a small
-    share of that (the padded 16-row tile's math beside the weight read at batch 1)."""
+    share of that (the GEMV's math beside the weight read at batch 1)."""
     import math
 
     import numpy as np
@@ -258,3 +258,31 @@ def test_near_the_ridge_a_gemm_pays_for_imperfect_overlap(monkeypatch):
     assert ratio[1] - 1 < (ratio[256] - 1) / 8 and ratio[8192] - 1 < (ratio[256] - 1) / 8
     assert ratio[256] > 1 + 0.5 * (2 ** (1 / p) - 1)
     assert ratio[256] > ratio[8192] and ratio[256] <= 2 ** (1 / p) + 1e-9
+
+
+def test_a_one_row_gemm_runs_as_a_gemv_on_the_vector_cores():
+    """Batch-1 decode of 4-bit weights on an RTX 4090: the weights shrink fourfold but the
+    math does not, so padding each row to a 16-row tensor-core tile (0.5 x 1/16 of the tile
+    rate) would put the GEMMs near the ridge point. A GEMV kernel runs the row on the
+    vector cores at the fp32 FMA rate instead (82.6 of 165.2 TFLOP/s: half the tensor
+    rate), and the step stays bound by reading the weights."""
+    from infraplan.serving.step_time import split_k_efficiency
+
+    rtx = load_catalog().accelerators.get("rtx-4090")
+    dev = hardware.device("rtx-4090", "fp16", use="serving")
+    assert dev.vector_share == pytest.approx(82.6 / 165.2)
+    assert split_k_efficiency(1.0, 4096, 4096, dev) == pytest.approx(0.5)
+    # many rows: tensor-core tiles win again
+    assert split_k_efficiency(4096.0, 4096, 4096, dev) > 0.9
+    # a chip whose vector cores are slow next to its tensor cores (H100: 67 of 989)
+    # still prefers the tensor tiles from 16 rows on
+    h100 = hardware.device("h100", "bf16", use="serving")
+    assert split_k_efficiency(16.0, 4096, 4096, h100) > h100.vector_share
+
+    dep = Deployment(model="llama-2-7b", gpu="rtx-4090", weight_dtype="int4",
+                     kv_dtype="fp16")
+    step = resolve(dep).step
+    weights = weight_bytes_per_gpu(load_model("llama-2-7b"),
+                                   weight_format("int4", rtx, "fp16"), 1)
+    floor = weights / rtx.memory_bandwidth_bytes_per_s
+    assert floor < step.linear_s[1] + step.head_s[1] < 1.35 * floor

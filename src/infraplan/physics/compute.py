@@ -39,6 +39,9 @@ class Device:
     kernel_overhead_s: float  # fixed cost per kernel (launch, ramp-up, tail)
     gemm_k_overhead: float = 0.0  # K0: a tile's prologue/epilogue in K elements
     roofline_exponent: float = math.inf  # p of roofline_s (infinity: the sharp roofline)
+    # FMA rate of the vector (CUDA) cores / the tensor-core peak of the GEMM dtype: what a
+    # GEMV kernel computes at instead of padding one row to a tensor-core tile (0: none)
+    vector_share: float = 0.0
 
 
 def roofline_s(compute_s, memory_s, exponent: float = math.inf):

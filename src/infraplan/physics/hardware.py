@@ -90,12 +90,16 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
                             use_bytes=True) or calibration("default-memory-fraction")
     derate = calibration(derate_name)
+    # vector cores run a GEMV with fp32 FMAs whatever the operands' type (dequantised
+    # weights, fp32 accumulation), at the fp32 peak
+    vector = gpu.peak_flops.get("fp32", 0.0) / peak
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
                   compute_units=gpu.compute_units,
                   kernel_overhead_s=calibration("kernel-overhead"),
                   gemm_k_overhead=calibration("gemm-k-overhead"),
-                  roofline_exponent=calibration(exponent_name) if exponent_name else math.inf)
+                  roofline_exponent=calibration(exponent_name) if exponent_name else math.inf,
+                  vector_share=vector)
 
 
 @dataclass(frozen=True, eq=False)

@@ -146,10 +146,13 @@ def split_k_efficiency(m, n, k: float, dev: Device, groups=1.0):
     A decode GEMM has a handful of rows, so its output tiles alone leave most SMs idle;
     stream-K / split-K kernels (CUTLASS, cuBLAS heuristics) cut the K loop into slices of
     at least SPLIT_K_MIN_DEPTH so that tiles x slices spread over every SM. Rows below
-    the tile height still compute padding (tile quantization)."""
+    the tile height still compute padding (tile quantization). A GEMV kernel (one or a few
+    rows: cuBLAS gemv, TensorRT-LLM's weight-only batched GEMV, AWQ/TurboMind decode
+    kernels) skips the tensor cores and their padding and runs at the vector cores' rate,
+    spread over every SM."""
     m = np.asarray(m, dtype=float)
     units = dev.compute_units
-    best = np.zeros(m.shape)
+    best = np.full(m.shape, dev.vector_share)
     for tm, tn, tile_eff in GEMM_TILES + SMALL_TILES:
         tiles = np.ceil(m / tm) * math.ceil(n / tn) * groups
         work = tiles * max(1, k // SPLIT_K_MIN_DEPTH)
