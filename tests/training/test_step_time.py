@@ -182,6 +182,31 @@ def test_parallel_residual_layers_halve_tensor_parallel_traffic():
     assert par.breakdown_s["compute"] == pytest.approx(seq.breakdown_s["compute"])
 
 
+def test_backward_tensor_parallel_collectives_run_beside_weight_gradients():
+    """Without Transformer Engine's userbuffers, Megatron-LM still launches the backward's
+    collectives asynchronously: a column-parallel linear's input-gradient all-reduce runs
+    beside its weight-gradient GEMM (async_tensor_model_parallel_allreduce). GPT-3 175B at
+    TP=8 has a 50 MB all-reduce next to a 0.23 TFLOP GEMM, which covers it; so of the
+    forward's and the backward's equal all-reduces, only the forward's and the overlap
+    interference share of the backward's are exposed. With sequence parallelism the
+    backward also re-gathers each column-parallel input (beside its input-gradient GEMM)
+    and all-gathers each row-parallel output gradient, which nothing covers: of ten
+    all-gather-sized collectives per layer, the forward's four and those two are exposed."""
+    from infraplan.physics.hardware import calibration
+
+    arch = load_model("gpt3-175b")
+    job = TrainingJob(seq_len=2048, global_batch=8)
+    interference = calibration("overlap-interference")
+    for sp, exposed_share in ((False, (1 + interference) / 2),
+                              (True, (6 + 4 * interference) / 10)):
+        plan = ParallelPlan(tp=8, pp=8, dp=1, micro_batch=1, recompute="none",
+                            sequence_parallel=sp)
+        r = evaluate_plan(arch, "a100-sxm4-80gb", job, plan)
+        exposed = r.breakdown_s["tp_comm"]
+        total = exposed + r.hidden_s["tp_comm"]
+        assert exposed == pytest.approx(exposed_share * total, rel=1e-6)
+
+
 MODELS = ["llama-3.1-8b", "mixtral-8x7b", "gpt3-175b", "qwen2.5-7b"]
 
 

@@ -116,14 +116,19 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     cast_in = {}  # fp8: forward inputs to quantize, one per distinct input tensor
     cast_grad = np.zeros_like(tokens)  # fp8: backward output gradients to quantize
     grads = 0  # fp8: cast kernels in the backward, one per quantized GEMM
+    column = {"dgrad": np.zeros_like(tokens), "wgrad": np.zeros_like(tokens)}
     for g in gemms(arch):
         if g.scope not in scopes:
             continue
         m, n, k, groups = _gemm_shape(g, tokens, p.tp, p.ep, arch)
         fwd = fwd + gemm_time(dev, m, n, k, bytes_per_element=gemm_bytes, groups=groups)
         # backward: input gradient (m x k, over n) and weight gradient (k x n, over m)
-        bwd = bwd + gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, groups=groups) \
-            + gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, groups=groups)
+        dgrad = gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, groups=groups)
+        wgrad = gemm_time(dev, k, n, m, bytes_per_element=gemm_bytes, groups=groups)
+        bwd = bwd + dgrad + wgrad
+        if g.split == "column":
+            column["dgrad"] = column["dgrad"] + dgrad
+            column["wgrad"] = column["wgrad"] + wgrad
         if fp8 and g.name not in _UNQUANTIZED_GEMMS:
             # GEMMs reading the same tensor share one quantized copy of it: the column-split
             # projections of one normalised input (q/k/v, gate/up, MLA's down projections)
@@ -146,7 +151,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     _, selective, full = recompute_weights(p.recompute)
     recompute = full * forward + selective * attn_fwd
 
-    tp_comm, tp_total = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd)
+    tp_comm, tp_total = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd, column)
     cp_exposed, cp_total = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
     ep_comm = _expert_all_to_all(arch, fab, p, tokens) if moe_layer else np.zeros_like(tokens)
     return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd,
@@ -171,7 +176,7 @@ def _attention(arch, dev, p, seq_len, kernels):
     return scores + values + softmax, 2 * (scores + values) + 1.5 * softmax
 
 
-def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd):
+def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd, column):
     """Megatron-LM: two all-reduces of the layer output per pass (after attention and after
     the FFN), forward and backward, again in a full recompute; with sequence parallelism
     each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
@@ -180,17 +185,34 @@ def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd):
     (Transformer Engine userbuffers, sequence parallel only) each all-gather /
     reduce-scatter is split into chunks pipelined with the GEMM that consumes or produces
     it: only what the layer's GEMMs cannot cover stays exposed.
+
+    Without it, the forward's collectives are exposed, but the backward launches some
+    asynchronously (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
+    async_tensor_model_parallel_allreduce on by default): a column-parallel linear's
+    input-gradient all-reduce (reduce-scatter with sequence parallelism) runs beside its
+    weight-gradient GEMM, and with sequence parallelism the re-gather of its sharded input
+    runs beside its input-gradient GEMM. A row-parallel linear's gradient all-gather (the
+    backward of its reduce-scatter) stays exposed; without sequence parallelism it has none.
+    `column`: the backward GEMM times ("dgrad", "wgrad") of the column-parallel linears.
     Returns (exposed, total) seconds."""
     size = tokens * arch.hidden_size * ACT_BYTES
     group = coll.group(p.tp, 1.0, fab)
     full = recompute_weights(p.recompute)[2]
     all_reduce = coll.all_reduce(size, group, fab)
-    rs_plus_ag = 2 * coll.reduce_scatter(size, group, fab)
+    gather = coll.reduce_scatter(size, group, fab)  # an all-gather moves the same bytes
     reductions = 1 if arch.parallel_residual else 2
-    per_pass = reductions * np.where(p.sp > 0, rs_plus_ag, all_reduce)
-    total = per_pass * (2 + full)
-    hidden = overlapped(per_pass, gemm_fwd) * (1 + full) + overlapped(per_pass, gemm_bwd)
-    return np.where((p.tp_overlap > 0) & (p.sp > 0), hidden, total), total
+    sp = p.sp > 0
+    per_pass = reductions * np.where(sp, 2 * gather, all_reduce)
+    backward_total = reductions * np.where(sp, 3 * gather, all_reduce)
+    userbuffers = overlapped(per_pass, gemm_fwd) * (1 + full) \
+        + overlapped(backward_total, gemm_bwd)
+    backward = np.where(sp, reductions * gather
+                        + overlapped(reductions * gather, column["wgrad"])
+                        + overlapped(reductions * gather, column["dgrad"]),
+                        overlapped(reductions * all_reduce, column["wgrad"]))
+    asynchronous = per_pass * (1 + full) + backward
+    total = per_pass * (1 + full) + backward_total
+    return np.where((p.tp_overlap > 0) & sp, userbuffers, asynchronous), total
 
 
 def _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd):
