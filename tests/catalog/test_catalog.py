@@ -69,6 +69,20 @@ def test_accelerator_figures_are_physically_sane(gpu: Accelerator):
         assert gpu.peak_flops["fp8"] <= 2.1 * sixteen
     if "fp32" in gpu.peak_flops and gpu.form_factor != "cpu":
         assert gpu.peak_flops["fp32"] < sixteen
+    # the L2 serves re-read data faster than HBM does, or it would not be worth caching
+    if gpu.l2_bandwidth_bytes_per_s is not None:
+        assert gpu.memory_bandwidth_bytes_per_s < gpu.l2_bandwidth_bytes_per_s <= 20e12
+
+
+def test_gh100_l2_is_the_whole_cache_figure_scaled_from_the_measured_card():
+    """Chips and Cheese measured 3.8 TB/s over all 50 MB of an H100 PCIe (114 SMs, 1755 MHz
+    boost); the SXM part and H200 (same GH100 die, 132 SMs at 1980 MHz) scale it."""
+    pcie, sxm, h200 = accelerator("h100-pcie-80gb"), accelerator("h100"), accelerator("h200")
+    assert (pcie.compute_units, sxm.compute_units) == (114, 132)
+    assert pcie.l2_bandwidth_bytes_per_s == pytest.approx(3.8e12)
+    assert sxm.l2_bandwidth_bytes_per_s == pytest.approx(
+        pcie.l2_bandwidth_bytes_per_s * 132 / 114 * 1980 / 1755, rel=0.01)
+    assert h200.l2_bandwidth_bytes_per_s == sxm.l2_bandwidth_bytes_per_s
 
 
 def test_h100_matches_the_datasheet():

@@ -76,8 +76,9 @@ class Accelerator(Row):
     memory_type: str
     memory_bandwidth_bytes_per_s: BytesPerS
     l2_bandwidth_bytes_per_s: BytesPerS | None = Field(
-        default=None, description="measured L2 read bandwidth (serves data that kernels "
-                                  "re-read while it is still cached)")
+        default=None, description="measured L2 read bandwidth for loads spread over the "
+                                  "whole cache (serves data that kernels re-read while it "
+                                  "is still cached)")
     peak_flops: dict[Dtype, FlopsPerS] = Field(
         description="dense peak per dtype (not the 2:4 sparsity figure); int types in OP/s")
     compute_units: int | None = Field(default=None, ge=1,
