@@ -1,9 +1,9 @@
 """Time of one decoder layer for one micro-batch on one accelerator, vectorised over plans.
 
 Per layer kind (dense FFN or MoE block): forward and backward kernels, what recomputation
-repeats, and the communication the layer cannot hide: tensor-parallel collectives (on the
-critical path in Megatron-LM), context-parallel ring attention beyond what the attention
-kernel hides, and expert-parallel all-to-alls.
+repeats, and the communication the layer cannot hide: tensor-parallel collectives (the
+forward's on the critical path in Megatron-LM), context-parallel ring attention beyond what
+the attention kernel hides, and expert-parallel all-to-alls.
 """
 
 from __future__ import annotations
@@ -184,7 +184,9 @@ def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd, column):
     summed: GPT-NeoX's gpt_j_residual) needs one of each per pass. With TP overlap
     (Transformer Engine userbuffers, sequence parallel only) each all-gather /
     reduce-scatter is split into chunks pipelined with the GEMM that consumes or produces
-    it: only what the layer's GEMMs cannot cover stays exposed.
+    it, and the backward's re-gather of each column-parallel input runs in bulk beside the
+    input-gradient GEMM (tp_comm_bulk_dgrad): only what the layer's GEMMs cannot cover stays
+    exposed.
 
     Without it, the forward's collectives are exposed, but the backward launches some
     asynchronously (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
