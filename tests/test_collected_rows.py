@@ -25,7 +25,7 @@ def _count(path: Path) -> int:
 
 @pytest.mark.parametrize("name, validate, rows", [
     ("training_holdout.csv", validate_training, 123),
-    ("serving_collected.csv", validate_serving, 30),
+    ("serving_collected.csv", validate_serving, 29),
     ("serving_holdout.csv", validate_serving, 58),
     ("serving_latency.csv", validate_serving, 120),
     ("serving_perf_tables.csv", validate_serving, 421),
@@ -40,3 +40,33 @@ def test_every_collected_row_predicts(name, validate, rows):
     assert len(report.predicted_rows) == rows
     assert all(r.predicted > 0 for r in report.predicted_rows)
     assert len({r.id for r in report.rows}) == rows  # ids are unique
+
+
+@pytest.mark.parametrize("path", sorted(VALIDATION.glob("serving_*.csv")), ids=lambda p: p.stem)
+def test_no_static_batch_row_beats_streaming_its_weights(path):
+    """A decode step reads every weight it touches (at batch 32 and up, every expert of a
+    top-2-of-8 MoE), so a static batch of B sequences cannot produce more than
+    B / (weight bytes per GPU / HBM peak) output tokens per second. A row above that bound
+    was transcribed with the wrong per-GPU or per-group reading."""
+    from infraplan.catalog import load_catalog
+    from infraplan.models import load_model
+    from infraplan.serving.memory import weight_bytes_per_gpu
+    from infraplan.serving.quantization import activation_dtype, weight_format
+
+    accelerators = load_catalog().accelerators
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f)
+                if r["arrival"] == "static_batch" and r["metric"] == "output_tok_s"]
+    for row in rows:
+        gpu = accelerators.get(row["gpu"])
+        arch = load_model(row["model"], base_dir=VALIDATION)
+        weights = weight_bytes_per_gpu(
+            arch, weight_format(row["weight_dtype"], gpu, activation_dtype(gpu)),
+            int(row["tp"]))
+        batch = int(row["batch"])
+        moe = arch.moe
+        if arch.is_moe and moe.num_experts * (1 - moe.experts_per_token / moe.num_experts) \
+                ** batch > 0.01:
+            continue  # a small batch leaves experts unread: the bound needs fewer bytes
+        bound = batch * gpu.memory_bandwidth_bytes_per_s / weights
+        assert float(row["value"]) <= bound, row["id"]
