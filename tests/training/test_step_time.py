@@ -84,6 +84,22 @@ def test_pipeline_bubble_is_p_minus_1_over_v_micro_batches():
         assert r.breakdown_s["bubble"] == pytest.approx(3 / vp * per_microbatch, rel=0.02)
 
 
+def test_interleaved_pipelines_overlap_their_steady_state_sends():
+    """Megatron-LM overlaps the interleaved schedule's steady-state sends and receives with
+    the next chunk's compute (overlap_p2p_comm, on unless --no-overlap-p2p-communication);
+    the plain 1F1B schedule sends on the critical path. Interleaving over 2 chunks doubles
+    the sends per micro-batch, of which the overlap-interference share stays exposed."""
+    from infraplan.physics.hardware import calibration
+
+    arch = load_model("llama-2-7b")
+    job = TrainingJob(seq_len=4096, global_batch=64)
+    p2p = {vp: evaluate_plan(arch, "h100", job, ParallelPlan(tp=1, pp=4, dp=1, vp=vp,
+                                                             micro_batch=1)
+                             ).breakdown_s["pp_p2p"] for vp in (1, 2)}
+    assert p2p[1] > 0
+    assert p2p[2] == pytest.approx(2 * calibration("overlap-interference") * p2p[1])
+
+
 def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
     """Llama 3.1 8B, TP 1: the forward quantizes the inputs of qkv (h), attn_out (h),
     gate/up (h, one shared copy) and down (f); the backward the gradients of their outputs

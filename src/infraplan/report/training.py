@@ -11,6 +11,7 @@ COMPONENTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP com
               "bubble": "pipeline bubble", "dp_comm": "DP sync", "zero3_comm": "ZeRO-3 gathers",
               "optimizer": "optimizer", "data_stall": "data stall"}
 HIDDEN = {"tp_comm": "TP comm behind GEMMs", "cp_comm": "ring attention behind attention",
+          "pp_p2p": "PP send/recv behind the next chunk",
           "dp_comm": "DP sync behind backward / forward",
           "zero3_comm": "ZeRO-3 gathers behind layer compute"}
 

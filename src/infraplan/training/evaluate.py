@@ -116,7 +116,7 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     step = steps["step"]
     tokens_per_step = job.global_batch * job.seq_len
     out = {f"time.{k}": steps[k] for k in BREAKDOWN}
-    for kind in ("tp_comm", "cp_comm", "dp_comm", "zero3_comm"):
+    for kind in ("tp_comm", "cp_comm", "pp_p2p", "dp_comm", "zero3_comm"):
         out[f"hidden.{kind}"] = np.maximum(steps[f"total.{kind}"] - steps[kind], 0.0)
     out.update(
         recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes,

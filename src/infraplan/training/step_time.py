@@ -111,14 +111,14 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
         "tp_comm": m * best["tp_comm"],
         "cp_comm": m * best["cp_exposed"],
         "ep_comm": m * best["ep_comm"],
-        "pp_p2p": m * p2p,
+        "pp_p2p": m * (overlapped(p2p, per_mb) if vp > 1 else p2p),
         "bubble": bubble,
         "dp_comm": dp_comm,
         "zero3_comm": zero3,
         "optimizer": _optimizer_time(arch, dev, opts, p, stages),
         # communication before overlap, to report what was hidden
         "total.tp_comm": m * best["tp_comm_total"], "total.cp_comm": m * best["cp_comm_total"],
-        "total.dp_comm": dp_total, "total.zero3_comm": zero3_total,
+        "total.pp_p2p": m * p2p, "total.dp_comm": dp_total, "total.zero3_comm": zero3_total,
     }
 
 
@@ -143,7 +143,11 @@ def _embedding_time(arch, dev, fab, p, tokens):
 
 def _pipeline_p2p(arch, fab, p, tokens, pp, vp):
     """Each micro-batch crosses each of the v chunk boundaries forward and backward. With
-    TP, Megatron sends 1/t of the activation and all-gathers it inside the node."""
+    TP, Megatron sends 1/t of the activation and all-gathers it inside the node. In the
+    interleaved schedule's steady state Megatron-LM runs these sends beside the next chunk's
+    compute (overlap_p2p_comm, on unless --no-overlap-p2p-communication); warm-up and flush
+    sends stay on the critical path (--overlap-p2p-communication-warmup-flush is off), and
+    plain 1F1B sends on it throughout."""
     if pp == 1:
         return np.zeros_like(tokens)
     size = tokens * arch.hidden_size * ACT_BYTES / p.tp
