@@ -91,8 +91,8 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
                             use_bytes=True) or calibration("default-memory-fraction")
     derate = calibration(derate_name)
     # vector cores run a GEMV with fp32 FMAs whatever the operands' type (dequantised
-    # weights, fp32 accumulation), at the fp32 peak
-    vector = gpu.peak_flops.get("fp32", 0.0) / peak
+    # weights, fp32 accumulation), at the fp32 peak; an fp32 GEMM runs there anyway
+    vector = min(1.0, gpu.peak_flops.get("fp32", 0.0) / peak)
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
                   compute_units=gpu.compute_units,
