@@ -116,7 +116,8 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     step = steps["step"]
     tokens_per_step = job.global_batch * job.seq_len
     out = {f"time.{k}": steps[k] for k in BREAKDOWN}
-    for kind in ("tp_comm", "cp_comm", "pp_p2p", "dp_comm", "zero3_comm"):
+    # each communication the step model also reports before overlap: what overlap hid
+    for kind in (key.split(".", 1)[1] for key in steps if key.startswith("total.")):
         out[f"hidden.{kind}"] = np.maximum(steps[f"total.{kind}"] - steps[kind], 0.0)
     out.update(
         recompute=p.recompute, step_s=step, gpus=gpus, nodes=nodes,
