@@ -37,31 +37,38 @@ def test_a_compute_twin_shares_kernel_rates_but_not_memory_bandwidth(
 
 
 def test_h100_trains_with_the_attention_its_stack_picks_and_serves_with_the_fastest():
-    # Transformer Engine's default on Hopper is cuDNN: its backward, 516 TFLOP/s (Shah et al.
-    # 2024, Fig. 6b), not FlashAttention-3's 561; engines' prefill keeps the fastest forward
-    # (FA3, head dim 256: 756, Fig. 5e)
+    # Transformer Engine's default on Hopper is cuDNN: forward 595 and backward 516 TFLOP/s
+    # on one problem (Shah et al. 2024, Figs. 5c and 6b), not FlashAttention-3's 648 / 561;
+    # engines' prefill keeps the fastest forward (FA3, head dim 256: 756, Fig. 5e)
     train = hardware.device("h100-sxm5-80gb", "bf16", use="training")
     serve = hardware.device("h100-sxm5-80gb", "bf16", use="serving")
-    assert train.attention_flops == pytest.approx(516e12 * calibration("training-derate"))
+    derate = calibration("training-derate")
+    assert train.attention_flops == pytest.approx(595e12 * derate)
+    assert train.attention_backward_flops == pytest.approx(516e12 * derate)
     assert serve.attention_flops == pytest.approx(756e12 * calibration("serving-derate"))
 
 
 def test_without_a_stack_default_training_takes_the_best_published_attention():
-    # A100: no row is marked, so FlashAttention-2's best fwd+bwd, 203 TFLOP/s (Dao 2023)
+    # A100: no row is marked, so FlashAttention-2's best fwd+bwd, 203 TFLOP/s (Dao 2023), for
+    # both passes: its best forward (230) comes from another problem of the sweep
     dev = hardware.device("a100-sxm4-80gb", "bf16")
     assert dev.attention_flops == pytest.approx(203e12 * calibration("training-derate"))
+    assert dev.attention_backward_flops == pytest.approx(dev.attention_flops)
 
 
 def test_b200_trains_at_cudnn_and_serves_at_flashattention_4():
-    # cuDNN 9.10.2 backward 1108.7 TFLOP/s (NVIDIA/cudnn-frontend SDPA benchmark, B200);
-    # engines' prefill: FlashAttention-4's forward, 1613 (Zadouri et al. 2026)
+    # cuDNN 9.10.2 forward 1419 and backward 1108.7 TFLOP/s on one problem (NVIDIA/
+    # cudnn-frontend SDPA benchmark, B200); engines' prefill: FlashAttention-4's forward,
+    # 1613 (Zadouri et al. 2026)
     train = hardware.device("b200-sxm-180gb", "bf16", use="training")
     serve = hardware.device("b200-sxm-180gb", "bf16", use="serving")
-    assert train.attention_flops == pytest.approx(1108.7e12 * calibration("training-derate"))
+    derate = calibration("training-derate")
+    assert train.attention_flops == pytest.approx(1419e12 * derate)
+    assert train.attention_backward_flops == pytest.approx(1108.7e12 * derate)
     assert serve.attention_flops == pytest.approx(1613e12 * calibration("serving-derate"))
 
 
-def test_a_chip_with_forward_attention_only_trains_at_the_backward_ratio(monkeypatch):
+def test_a_chip_with_forward_attention_only_trains_its_backward_at_the_ratio(monkeypatch):
     # B200 without its cuDNN rows: FlashAttention-4's forward 1613 TFLOP/s is all there is
     catalog = load_catalog()
     rows = tuple(m for m in catalog.measurements
@@ -74,8 +81,9 @@ def test_a_chip_with_forward_attention_only_trains_at_the_backward_ratio(monkeyp
     finally:
         hardware.device.cache_clear()
     ratio = calibration("attention-backward-forward-ratio")
-    assert train.attention_flops == pytest.approx(
-        1613e12 * ratio * calibration("training-derate"))
+    derate = calibration("training-derate")
+    assert train.attention_flops == pytest.approx(1613e12 * derate)
+    assert train.attention_backward_flops == pytest.approx(1613e12 * ratio * derate)
 
 
 def test_the_backward_ratio_matches_its_published_pairs():
@@ -97,3 +105,13 @@ def test_a_twin_with_other_peaks_is_refused():
     fake = dataclasses.replace(catalog, accelerators=Table("accelerators", rows))
     with pytest.raises(InputError, match="compute twin"):
         fake.check_references()
+
+
+def test_attention_backward_runs_at_its_own_rate_or_the_forwards():
+    from infraplan.physics.compute import Device, attention_time
+    dev = Device(gemm_flops=1e15, attention_flops=600e12, memory_bytes_per_s=3e12,
+                 compute_units=None, kernel_overhead_s=0.0, attention_backward_flops=500e12)
+    assert attention_time(dev, 6e12) == pytest.approx(0.010)
+    assert attention_time(dev, 6e12, backward=True) == pytest.approx(0.012)
+    unset = dataclasses.replace(dev, attention_backward_flops=0.0)
+    assert attention_time(unset, 6e12, backward=True) == pytest.approx(0.010)

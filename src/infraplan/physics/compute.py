@@ -33,7 +33,7 @@ class Device:
     """What the kernel model needs of one accelerator, efficiencies applied."""
 
     gemm_flops: float  # achievable dense FLOP/s of a large GEMM in the training dtype
-    attention_flops: float  # achievable FLOP/s of the fused attention kernel
+    attention_flops: float  # achievable FLOP/s of the fused attention kernel (forward)
     memory_bytes_per_s: float  # achievable HBM bandwidth
     compute_units: int | None  # SMs / CUs; None: no wave quantization
     kernel_overhead_s: float  # fixed cost per kernel (launch, ramp-up, tail)
@@ -42,6 +42,9 @@ class Device:
     # FMA rate of the vector (CUDA) cores / the tensor-core peak of the GEMM dtype: what a
     # GEMV kernel computes at instead of padding one row to a tensor-core tile (0: none)
     vector_share: float = 0.0
+    # the fused attention kernel's backward pass, where it runs at its own rate (0: the
+    # forward's): FlashAttention and cuDNN backward kernels reach less of peak than forward
+    attention_backward_flops: float = 0.0
 
 
 def roofline_s(compute_s, memory_s, exponent: float = math.inf):
@@ -101,9 +104,11 @@ def gemm_time(device: Device, m, n, k, *, bytes_per_element: float, count=1.0, g
                           (m * k + k * n + m * n) * groups * bytes_per_element, count)
 
 
-def attention_time(device: Device, flops, count=1.0):
-    """Seconds of fused attention doing `flops` (forward or backward matmul FLOPs)."""
-    return flops / device.attention_flops + count * device.kernel_overhead_s
+def attention_time(device: Device, flops, count=1.0, *, backward: bool = False):
+    """Seconds of fused attention doing `flops` matmul FLOPs of its forward pass, or of its
+    backward pass (`backward`)."""
+    rate = device.attention_backward_flops if backward else 0.0
+    return flops / (rate or device.attention_flops) + count * device.kernel_overhead_s
 
 
 def memory_time(device: Device, bytes_moved, count=1.0):

@@ -55,15 +55,47 @@ def gemm_dtype(precision: str) -> str:
 # serving derate and roofline exponent). The training development set prefers the sharp
 # roofline (mean |log error| 0.072 against 0.077 at p = 2 and 0.099 at p = 1, each with
 # its derate refitted): its GEMMs run far from the ridge point, where the two agree.
-_USES = {"training": ("training-derate", ("attention_fwd_bwd", "attention_backward"), None),
-         "serving": ("serving-derate", ("attention_forward",), "serving-roofline-exponent")}
+_USES = {"training": ("training-derate", None), "serving": ("serving-derate",
+                                                        "serving-roofline-exponent")}
+
+
+def _attention_fractions(kernels_of: tuple[str, ...], peak16: float,
+                         training: bool) -> tuple[float, float]:
+    """(forward, backward) achievable/peak of the fused attention kernel.
+
+    An engine step runs the forward only. A training step runs the kernel its stack picks
+    (Transformer Engine: cuDNN on Hopper), which need not be the fastest one published
+    (FlashAttention-3). Where that default kernel is measured forward and backward, each
+    pass runs at its own rate (cuDNN on H100: 595 / 516 TFLOP/s on one problem). Otherwise
+    both run at the best whole-pass or backward figure (the backward carries 2.5 of the 3.5
+    FLOP units); a chip with forward kernels alone (a new chip) runs its backward at a
+    measured share of the forward's rate."""
+    def best(kinds):
+        return _best_fraction(kernels_of, kinds, peak16, dtypes=_SIXTEEN_BIT,
+                              training_defaults=training)
+
+    if not training:
+        forward = best(("attention_forward",)) or calibration("default-attention-fraction")
+        return forward, forward
+    defaults = {m.kind for m in load_catalog().measurements if m.training_default
+                and m.target in kernels_of and m.dtype in _SIXTEEN_BIT}
+    if {"attention_forward", "attention_backward"} <= defaults:
+        return best(("attention_forward",)), best(("attention_backward",))
+    both = best(("attention_fwd_bwd", "attention_backward"))
+    if both:
+        return both, both
+    forward = best(("attention_forward",))
+    if forward:
+        return forward, forward * calibration("attention-backward-forward-ratio")
+    default = calibration("default-attention-fraction")
+    return default, default
 
 
 @lru_cache(maxsize=128)
 def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     """Achievable rates of `gpu_name` for GEMMs in `precision`, inside a training step or an
     inference engine's step (`use`)."""
-    derate_name, attention_kinds, exponent_name = _USES[use]
+    derate_name, exponent_name = _USES[use]
     gpu = load_catalog().accelerators.get(gpu_name)
     # kernels on a chip with the same compute die run alike (memory bandwidth does not carry)
     kernels_of = (gpu.name, gpu.compute_twin) if gpu.compute_twin else (gpu.name,)
@@ -75,18 +107,8 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     # attention runs in 16-bit even in fp8 training (Transformer Engine default)
     peak16 = gpu.peak_flops_for("bf16" if "bf16" in gpu.peak_flops else "fp16") \
         if any(d in gpu.peak_flops for d in _SIXTEEN_BIT) else peak
-    # a training step runs the attention kernel its stack picks (Transformer Engine: cuDNN
-    # on Hopper), which need not be the fastest one published (FlashAttention-3)
-    training = use == "training"
-    attention = _best_fraction(kernels_of, attention_kinds, peak16, dtypes=_SIXTEEN_BIT,
-                               training_defaults=training)
-    if attention is None and training:
-        # only forward kernels published (a new chip): the backward runs at a measured share
-        # of the forward's rate
-        forward = _best_fraction(kernels_of, ("attention_forward",), peak16,
-                                 dtypes=_SIXTEEN_BIT, training_defaults=True)
-        attention = forward and forward * calibration("attention-backward-forward-ratio")
-    attention = attention or calibration("default-attention-fraction")
+    attention, attention_backward = _attention_fractions(kernels_of, peak16,
+                                                         training=use == "training")
     memory = _best_fraction(gpu.name, ("memory_bandwidth",), gpu.memory_bandwidth_bytes_per_s,
                             use_bytes=True) or calibration("default-memory-fraction")
     derate = calibration(derate_name)
@@ -94,6 +116,7 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     # weights, fp32 accumulation), at the fp32 peak; an fp32 GEMM runs there anyway
     vector = min(1.0, gpu.peak_flops.get("fp32", 0.0) / peak)
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
+                  attention_backward_flops=peak16 * attention_backward * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
                   compute_units=gpu.compute_units,
                   kernel_overhead_s=calibration("kernel-overhead"),

@@ -165,7 +165,8 @@ def _attention(arch, dev, p, seq_len, kernels):
         # causal flash attention skips the masked half of the score blocks
         keys = float(attended_keys_per_sequence(arch, seq_len, causal=True))
         flops = p.mb * keys * 2 * heads * (at.head_dim + at.v_head_dim) / p.cp
-        return attention_time(dev, flops), attention_time(dev, FLASH_BACKWARD_FACTOR * flops)
+        return attention_time(dev, flops), attention_time(dev, FLASH_BACKWARD_FACTOR * flops,
+                                                          backward=True)
     # eager: Q K^T and P V as batched GEMMs over every key, softmax through memory
     batch = p.mb * heads
     s = float(seq_len)
