@@ -24,11 +24,12 @@ def calibration(name: str) -> float:
 
 def _best_fraction(target: str | tuple[str, ...], kinds: tuple[str, ...], peak: float, *,
                    dtypes: tuple[str, ...] | None = None, use_bytes: bool = False,
-                   pick=max, training_defaults: bool = False) -> float | None:
+                   pick=max, training_defaults: bool = False,
+                   defaults_only: bool = False) -> float | None:
     """Published achieved/peak among matching measurements of `target` (a name or several),
     the highest by default (None if none): kernels are judged by what a well-shaped problem
     reaches. `training_defaults`: only the kernels a training stack runs by default, when
-    any of the matching measurements is one."""
+    any of the matching measurements is one; `defaults_only`: those kernels or nothing."""
     targets = (target,) if isinstance(target, str) else target
 
     def achieved(m):
@@ -37,7 +38,7 @@ def _best_fraction(target: str | tuple[str, ...], kinds: tuple[str, ...], peak: 
     rows = [m for m in load_catalog().measurements
             if m.target in targets and m.kind in kinds and achieved(m)
             and (dtypes is None or m.dtype in dtypes)]
-    if training_defaults and any(m.training_default for m in rows):
+    if defaults_only or (training_defaults and any(m.training_default for m in rows)):
         rows = [m for m in rows if m.training_default]
     fractions = [min(achieved(m) / peak, 1.0) for m in rows]
     return pick(fractions) if fractions else None
@@ -70,17 +71,17 @@ def _attention_fractions(kernels_of: tuple[str, ...], peak16: float,
     both run at the best whole-pass or backward figure (the backward carries 2.5 of the 3.5
     FLOP units); a chip with forward kernels alone (a new chip) runs its backward at a
     measured share of the forward's rate."""
-    def best(kinds):
+    def best(kinds, defaults_only=False):
         return _best_fraction(kernels_of, kinds, peak16, dtypes=_SIXTEEN_BIT,
-                              training_defaults=training)
+                              training_defaults=training, defaults_only=defaults_only)
 
     if not training:
         forward = best(("attention_forward",)) or calibration("default-attention-fraction")
         return forward, forward
-    defaults = {m.kind for m in load_catalog().measurements if m.training_default
-                and m.target in kernels_of and m.dtype in _SIXTEEN_BIT}
-    if {"attention_forward", "attention_backward"} <= defaults:
-        return best(("attention_forward",)), best(("attention_backward",))
+    forward = best(("attention_forward",), defaults_only=True)
+    backward = best(("attention_backward",), defaults_only=True)
+    if forward and backward:
+        return forward, backward
     both = best(("attention_fwd_bwd", "attention_backward"))
     if both:
         return both, both
