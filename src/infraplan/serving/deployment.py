@@ -199,6 +199,13 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
         max_seqs, max_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
     max_seqs = dep.max_num_seqs or static or max_seqs
     max_tokens = dep.max_num_batched_tokens or max_tokens
+    if dep.tuning == "trtllm-bench" and mean_lengths is not None:
+        # The engine is built with these limits, so its activation and logits buffers are
+        # sized by them; the runtime then gives the cache its fraction of what is free.
+        memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
+                                kv_dtype=kv_dtype, max_num_batched_tokens=max_tokens,
+                                max_num_seqs=max_seqs, block_size=block,
+                                memory_fraction=fraction)
     spec = None
     if dep.speculative is not None:
         s = dep.speculative
