@@ -190,22 +190,22 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     # page builds its GPT-J and Llama engines without --paged_kv_cache), so it may take all
     # the memory left: the engine's fraction is headroom for continuous batching.
     fraction = dep.memory_fraction or (1.0 if static else None)
-    memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
-                            kv_dtype=kv_dtype,
-                            max_num_batched_tokens=dep.max_num_batched_tokens or max_tokens,
-                            max_num_seqs=dep.max_num_seqs or static or max_seqs,
-                            block_size=block, memory_fraction=fraction)
-    if dep.tuning == "trtllm-bench" and mean_lengths is not None:
-        max_seqs, max_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
+
+    def memory_for(seqs: int, tokens: int) -> ReplicaMemory:
+        return replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
+                              kv_dtype=kv_dtype, max_num_batched_tokens=tokens,
+                              max_num_seqs=seqs, block_size=block, memory_fraction=fraction)
+
     max_seqs = dep.max_num_seqs or static or max_seqs
     max_tokens = dep.max_num_batched_tokens or max_tokens
+    memory = memory_for(max_seqs, max_tokens)
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
+        bench_seqs, bench_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
+        max_seqs = dep.max_num_seqs or static or bench_seqs
+        max_tokens = dep.max_num_batched_tokens or bench_tokens
         # The engine is built with these limits, so its activation and logits buffers are
         # sized by them; the runtime then gives the cache its fraction of what is free.
-        memory = replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
-                                kv_dtype=kv_dtype, max_num_batched_tokens=max_tokens,
-                                max_num_seqs=max_seqs, block_size=block,
-                                memory_fraction=fraction)
+        memory = memory_for(max_seqs, max_tokens)
     spec = None
     if dep.speculative is not None:
         s = dep.speculative
