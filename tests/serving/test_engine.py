@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infraplan.catalog import load_catalog
 from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.engine import INF, Replica, RequestBook
 from infraplan.serving.simulate import simulate
@@ -181,3 +182,16 @@ def test_replicas_share_the_load(router):
     # three replicas never give a worse median latency than one at the same traffic
     assert np.median(res.finish_s - res.requests.arrival_s) <= np.median(
         one.finish_s - one.requests.arrival_s)
+
+
+def test_each_engine_holds_its_own_cuda_context():
+    """TensorRT-LLM's process holds 774 MiB beside its engine, activations and buffers (the
+    runtime log of its memory docs); an engine without a figure of its own (vLLM) holds the
+    PyTorch CUDA context of the memory-overheads catalog. Both on one GPU, so no NCCL
+    buffers."""
+    catalog = load_catalog()
+    context = catalog.memory_overheads.get("cuda-context").value
+    trt = resolve(Deployment(model="llama-3.1-8b", gpu="h100", engine="tensorrt-llm")).memory
+    vllm = resolve(Deployment(model="llama-3.1-8b", gpu="h100", engine="vllm")).memory
+    assert trt.overhead_bytes == 774 * 2**20
+    assert vllm.overhead_bytes == context == 400 * 2**20

@@ -253,6 +253,10 @@ class Engine(Row):
                     "whole prompt + output fits (TensorRT-LLM GUARANTEED_NO_EVICT)")
     step_overhead_s: Seconds = Field(description="per-step CPU time: scheduling, sampling, "
                                                  "launch, not hidden behind the GPU")
+    context_bytes: Bytes | None = Field(
+        default=None, description="device memory the engine's process holds besides weights, "
+                                  "activation buffers and KV cache (CUDA context, kernel "
+                                  "libraries); None: the catalog's cuda-context overhead")
     grouped_decode: tuple[GroupedDecode, ...] = Field(
         default=(), description="releases of the decode attention kernel, oldest first; "
                                 "empty: every release groups any GQA shape (FlashAttention / "

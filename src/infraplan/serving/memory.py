@@ -7,6 +7,8 @@ Activations: engines profile one forward pass of `max_num_batched_tokens` tokens
 sizing the cache (vLLM's profile run; TensorRT-LLM's activation buffers for max_num_tokens).
 Its peak is the widest live set of a layer: the input, the gate+up output of the MLP
 (2 f / t per token) and the QKV output, plus the fp32 logits of the sampled sequences.
+Fixed: the process's CUDA context and kernel libraries (the engine's own figure where the
+catalog has one, else the PyTorch context), plus communication buffers under TP or PP.
 The KV cache then gets either a fraction of the whole device (vLLM gpu_memory_utilization)
 or a fraction of what is still free (TensorRT-LLM kv_cache_free_gpu_mem_fraction).
 """
@@ -80,7 +82,7 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
     logits = max_num_seqs * arch.vocab_size / tp * 4.0 * 2  # fp32 logits and probabilities
     activations = max_num_batched_tokens * live_per_token * 2.0 + logits
     overheads = load_catalog().memory_overheads
-    fixed = overheads.get("cuda-context").value
+    fixed = engine.context_bytes or overheads.get("cuda-context").value
     if tp * pp > 1:
         fixed += overheads.get("communication-buffers").value
     # pipeline stages hold 1/pp of the layers each (and of their KV cache)
