@@ -191,21 +191,20 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     # the memory left: the engine's fraction is headroom for continuous batching.
     fraction = dep.memory_fraction or (1.0 if static else None)
 
-    def memory_for(seqs: int, tokens: int) -> ReplicaMemory:
-        return replica_memory(arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights,
-                              kv_dtype=kv_dtype, max_num_batched_tokens=tokens,
-                              max_num_seqs=seqs, block_size=block, memory_fraction=fraction)
+    def sized(seqs: int, tokens: int) -> tuple[int, int, ReplicaMemory]:
+        """The limits the deployment pins, else (seqs, tokens), and the memory they leave."""
+        seqs, tokens = dep.max_num_seqs or static or seqs, dep.max_num_batched_tokens or tokens
+        return seqs, tokens, replica_memory(
+            arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
+            max_num_batched_tokens=tokens, max_num_seqs=seqs, block_size=block,
+            memory_fraction=fraction)
 
-    max_seqs = dep.max_num_seqs or static or max_seqs
-    max_tokens = dep.max_num_batched_tokens or max_tokens
-    memory = memory_for(max_seqs, max_tokens)
+    max_seqs, max_tokens, memory = sized(max_seqs, max_tokens)
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
-        bench_seqs, bench_tokens = trtllm_bench_limits(memory.kv_tokens, *mean_lengths)
-        max_seqs = dep.max_num_seqs or static or bench_seqs
-        max_tokens = dep.max_num_batched_tokens or bench_tokens
         # The engine is built with these limits, so its activation and logits buffers are
         # sized by them; the runtime then gives the cache its fraction of what is free.
-        memory = memory_for(max_seqs, max_tokens)
+        max_seqs, max_tokens, memory = sized(*trtllm_bench_limits(memory.kv_tokens,
+                                                                  *mean_lengths))
     spec = None
     if dep.speculative is not None:
         s = dep.speculative
