@@ -7,7 +7,7 @@ import pytest
 from infraplan.catalog import load_catalog
 from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
-from infraplan.serving.deployment import Deployment, resolve, trtllm_bench_limits
+from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.memory import weight_bytes_per_gpu
 from infraplan.serving.quantization import weight_format
 from infraplan.serving.step_time import Speculation
@@ -92,31 +92,6 @@ def test_memory_plan_and_quantized_weights():
     assert 0.25 * bf16 < int4 < 0.3 * bf16  # 4.125 bits + a 16-bit head and embedding
     with pytest.raises(Exception, match="no room for the KV cache"):
         resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=1))
-
-
-def test_trtllm_bench_limits_follow_its_rounding():
-    assert trtllm_bench_limits(1_000_000, 128, 128) == (4096, 8192)
-    assert trtllm_bench_limits(5_000_000, 2048, 128) == (2304, 32768)  # 2,298 rounded
-    assert trtllm_bench_limits(100_000, 1000, 1000) == (64, 2048)
-    assert trtllm_bench_limits(1_000_000, 1000, 1000) == (512, 2048)
-
-
-def test_trtllm_bench_engine_reserves_buffers_for_its_own_limits():
-    """70B fp8 on one H100 leaves a few GB: the engine trtllm-bench builds holds activation
-    and logits buffers for its chosen limits (64 sequences, 2,048 tokens here), not for the
-    engine defaults (2,048 and 8,192), and the cache gets what that frees."""
-    dep = Deployment(model="llama-3.1-70b", gpu="h100", weight_dtype="fp8", kv_dtype="fp8",
-                     engine="tensorrt-llm", tuning="trtllm-bench")
-    default = resolve(dep.model_copy(update={"tuning": "engine"}))
-    bench = resolve(dep, mean_lengths=(128.0, 2048.0))
-    assert (bench.max_num_seqs, bench.max_num_batched_tokens) == (64, 2048)
-    arch = load_model("llama-3.1-70b")
-    live = 2 * 8192 + 2 * 28672 + 8192 + 2 * 8 * 128  # per token: input, gate+up, QKV
-    logits = 64 * arch.vocab_size * 4.0 * 2
-    assert bench.memory.activation_bytes == pytest.approx(2048 * live * 2.0 + logits)
-    freed = default.memory.activation_bytes - bench.memory.activation_bytes
-    assert freed > 2.5e9  # 2,048 x 128,256 fp32 logits and probabilities alone are 2.1 GB
-    assert bench.memory.kv_bytes == pytest.approx(default.memory.kv_bytes + 0.95 * freed)
 
 
 def test_pipeline_stages_split_weights_and_steps():

@@ -3,7 +3,6 @@ limits, and what it resolves to (step-time tables, KV capacity, batch limits).""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +14,7 @@ from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import RELEASE, Accelerator, Engine
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, load_model
+from infraplan.serving import trtllm_bench
 from infraplan.serving.lengths import SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
 from infraplan.serving.quantization import activation_dtype, kv_format, weight_format
@@ -115,24 +115,6 @@ class ResolvedReplica:
     kv_policy: str
 
 
-def _round_up(raw: float, tiers: tuple[tuple[float, int], ...], floor: int) -> int:
-    """Round `raw` up to the step of the first tier whose bound exceeds it."""
-    step = next((step for bound, step in tiers if raw < bound), tiers[-1][1])
-    return int(max(floor, step * math.ceil(raw / step)))
-
-
-def trtllm_bench_limits(kv_tokens: int, input_len: float, output_len: float) -> tuple[int, int]:
-    """trtllm-bench's max_batch_size and max_num_tokens for a throughput run
-    (tensorrt_llm/bench/build/tuning.py, calc_engine_setting / finetune_setting): as many
-    requests as the KV cache holds at ISL + OSL tokens each, capped at 4096, rounded up to
-    32 / 128 / 256 (at least 64); tokens = batch x (1 + ISL / OSL), capped at 32768, rounded
-    up to 256 / 512 / 1024 (at least 2048)."""
-    raw_bs = min(kv_tokens / (input_len + output_len), 4096)
-    raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
-    return (_round_up(raw_bs, ((256, 32), (1024, 128), (math.inf, 256)), 64),
-            _round_up(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024)), 2048))
-
-
 def resolve(dep: Deployment, *, base_dir: Path | None = None,
             mean_lengths: tuple[float, float] | None = None,
             arch: ModelArch | None = None) -> ResolvedReplica:
@@ -199,12 +181,14 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
             max_num_batched_tokens=tokens, max_num_seqs=seqs, block_size=block,
             memory_fraction=fraction)
 
-    max_seqs, max_tokens, memory = sized(max_seqs, max_tokens)
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
-        # The engine is built with these limits, so its activation and logits buffers are
-        # sized by them; the runtime then gives the cache its fraction of what is free.
-        max_seqs, max_tokens, memory = sized(*trtllm_bench_limits(memory.kv_tokens,
-                                                                  *mean_lengths))
+        # The engine is built with the limits trtllm-bench picks from its own estimate of
+        # the cache, so its activation and logits buffers are sized by them; the runtime
+        # then gives the cache its fraction of what is free.
+        max_seqs, max_tokens = trtllm_bench.limits(trtllm_bench.kv_tokens_estimate(
+            arch, gpu, tp=dep.tp, pp=dep.pp, weight_dtype=weights.name, kv_dtype=kv_dtype),
+            *mean_lengths, pp=dep.pp)
+    max_seqs, max_tokens, memory = sized(max_seqs, max_tokens)
     spec = None
     if dep.speculative is not None:
         s = dep.speculative
