@@ -195,3 +195,24 @@ def test_each_engine_holds_its_own_cuda_context():
     vllm = resolve(Deployment(model="llama-3.1-8b", gpu="h100", engine="vllm")).memory
     assert trt.overhead_bytes == 774 * 2**20
     assert vllm.overhead_bytes == context == 400 * 2**20
+
+
+@pytest.mark.parametrize("gpu, seqs", [("h100", 1024), ("h200", 1024), ("gh200-96gb", 1024),
+                                       ("a100-sxm4-80gb", 384), ("a100-pcie-80gb", 384),
+                                       ("l40s", 128), ("rtx-4090", 128)])
+def test_lmdeploy_sets_its_batch_limit_by_device_name(gpu, seqs):
+    """LMDeploy's get_max_batch_size: 'h100'/'h200' (which 'gh200' contains too) 1,024,
+    'a100' 384, any other CUDA device 128; prefill takes 8,192 tokens per iteration."""
+    catalog = load_catalog()
+    engine = catalog.engines.get("turbomind")
+    assert engine.name == "lmdeploy"
+    assert engine.batch_limits(catalog.accelerators.get(gpu)) == (seqs, 8192)
+
+
+def test_lmdeploy_gives_the_cache_its_share_of_free_memory():
+    """cache_max_entry_count 0.8 of what the weights, buffers and context leave; vLLM's
+    0.9 is of the whole device, so the two differ by the rule, not only the fraction."""
+    mem = resolve(Deployment(model="llama-3.1-8b", gpu="h100", engine="lmdeploy")).memory
+    free = mem.device_bytes - mem.weight_bytes - mem.activation_bytes - mem.overhead_bytes
+    assert mem.kv_bytes == pytest.approx(0.8 * free)
+    assert mem.block_size == 64

@@ -24,7 +24,9 @@ def test_dev_set_within_thresholds():
 @pytest.mark.parametrize("text, engine", [("TensorRT-LLM", "tensorrt-llm"),
                                           ("TensorRT-LLM 0.13.0", "tensorrt-llm"),
                                           ("vLLM (ROCm)", "vllm"), ("SGLang 0.4", "sglang"),
-                                          ("LMDeploy", "vllm"), ("", "vllm")])
+                                          ("LMDeploy TurboMind (Aug 2023)", "lmdeploy"),
+                                          ("TurboMind", "lmdeploy"), ("TGI 2.0", "vllm"),
+                                          ("", "vllm")])
 def test_engine_names_in_rows(text, engine):
     assert engine_for_row(text) == engine
 

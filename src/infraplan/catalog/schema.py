@@ -240,6 +240,11 @@ class Engine(Row):
     max_num_seqs: int = Field(ge=1, description="sequences running at once")
     max_num_batched_tokens: int = Field(ge=1, description="tokens one step may process")
     large_memory_defaults: LargeMemoryDefaults | None = None
+    max_num_seqs_by_accelerator: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="max_num_seqs by device: the first key (lower case) that the "
+                    "accelerator's name contains wins; LMDeploy matches its table against "
+                    "the CUDA device name the same way")
     block_size: int = Field(ge=1, description="tokens per paged KV-cache block")
     chunked_prefill: bool = Field(description="prefill chunks share steps with decodes")
     kv_memory_fraction: float = Field(gt=0, le=1)
@@ -279,5 +284,7 @@ class Engine(Row):
         if big and gpu.memory_bytes >= big.min_memory_bytes \
                 and gpu.architecture not in big.exclude_architectures:
             return big.max_num_seqs, big.max_num_batched_tokens
-        return self.max_num_seqs, self.max_num_batched_tokens
+        seqs = next((n for key, n in self.max_num_seqs_by_accelerator.items()
+                     if key in gpu.name.lower()), self.max_num_seqs)
+        return seqs, self.max_num_batched_tokens
 

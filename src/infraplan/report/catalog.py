@@ -90,7 +90,16 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
                "KV memory", "KV policy", "step overhead ms"]
     rows, data = [], []
     for e in load_catalog().engines:
-        rows.append([e.name, e.max_num_seqs, e.max_num_batched_tokens, e.block_size,
+        seqs, tokens = str(e.max_num_seqs), str(e.max_num_batched_tokens)
+        if e.max_num_seqs_by_accelerator:
+            seqs += " (" + ", ".join(f"{k} {v}" for k, v in
+                                     e.max_num_seqs_by_accelerator.items()) + ")"
+        if big := e.large_memory_defaults:
+            on = f" on >= {big.min_memory_bytes / 2**30:g} GiB" + "".join(
+                f", not {a}" for a in big.exclude_architectures)
+            seqs += f" ({big.max_num_seqs}{on})"
+            tokens += f" ({big.max_num_batched_tokens}{on})"
+        rows.append([e.name, seqs, tokens, e.block_size,
                      "yes" if e.chunked_prefill else "no",
                      f"{e.kv_memory_fraction:.2f} {e.kv_memory_rule.replace('_', ' ')}",
                      e.kv_policy.replace("_", " "), f"{e.step_overhead_s * 1e3:g}"])
