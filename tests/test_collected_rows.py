@@ -24,7 +24,7 @@ def _count(path: Path) -> int:
 
 
 @pytest.mark.parametrize("name, validate, rows", [
-    ("training_holdout.csv", validate_training, 123),
+    ("training_holdout.csv", validate_training, 125),
     ("serving_collected.csv", validate_serving, 29),
     ("serving_holdout.csv", validate_serving, 58),
     ("serving_latency.csv", validate_serving, 120),
