@@ -15,7 +15,7 @@ import math
 
 from infraplan.catalog.schema import Accelerator
 from infraplan.models import ModelArch, param_counts
-from infraplan.models.kv_cache import kv_cache_bytes_per_token
+from infraplan.models.kv_cache import kv_cache_elements_per_token
 
 # calc_engine_setting's kv_cache_gpu_mem_fraction default
 KV_FRACTION = 0.95
@@ -36,12 +36,10 @@ def kv_tokens_estimate(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int,
     (weight-only formats counted at 2 bytes), trtllm-bench stops with an error; the
     estimate is 0 and the limits fall to their floors."""
     weight_bytes = _BYTES_PER_ELEMENT.get(weight_dtype, 2.0)
-    kv_bytes = _BYTES_PER_ELEMENT.get(kv_dtype, 2.0)
     at = arch.attention
-    if at.kind == "mla":
-        per_token = kv_cache_bytes_per_token(arch, "fp8" if kv_bytes == 1 else "bf16")
-    else:
-        per_token = 2 * arch.num_layers * max(tp, at.num_kv_heads) * at.head_dim * kv_bytes
+    replicated = 1.0 if at.kind == "mla" else max(tp, at.num_kv_heads) / at.num_kv_heads
+    per_token = kv_cache_elements_per_token(arch) * replicated \
+        * _BYTES_PER_ELEMENT.get(kv_dtype, 2.0)
     n_gpus = tp * pp
     available = gpu.memory_bytes * n_gpus - param_counts(arch).total * weight_bytes
     return max(KV_FRACTION * available, 0.0) / per_token
