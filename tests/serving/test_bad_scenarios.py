@@ -91,5 +91,8 @@ def test_engine_version_must_be_a_release_number():
 
     with pytest.raises(InputError, match=r"deployment\.engine_version .*release number"):
         Deployment.model_validate(dict(model="mistral-7b", gpu="h100", engine_version="new"))
-    assert Deployment.model_validate(dict(model="mistral-7b", gpu="h100",
-                                          engine_version="0.8.0")).engine_version == "0.8.0"
+    for version in ("0.8.0", "0.7a", "1.0rc2"):
+        assert Deployment.model_validate(dict(model="mistral-7b", gpu="h100",
+                                              engine_version=version)).engine_version == version
+    with pytest.raises(InputError, match=r"deployment\.engine_version"):
+        Deployment.model_validate(dict(model="mistral-7b", gpu="h100", engine_version="0.7x"))

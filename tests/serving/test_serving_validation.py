@@ -33,7 +33,8 @@ def test_engine_names_in_rows(text, engine):
 
 @pytest.mark.parametrize("text, version", [
     ("TensorRT-LLM 0.8.0", "0.8.0"), ("TensorRT-LLM 1.0 (PyTorch backend)", "1.0"),
-    ("vLLM 0.10.0 (ROCm)", "0.10.0"), ("TensorRT-LLM", None), ("", None), (None, None),
+    ("vLLM 0.10.0 (ROCm)", "0.10.0"), ("TensorRT-LLM 0.7a", "0.7a"),
+    ("TensorRT-LLM 1.0rc2 (PyTorch)", "1.0rc2"), ("TensorRT-LLM", None), ("", None), (None, None),
 ])
 def test_engine_release_is_read_from_the_row(text, version):
     assert engine_version_for_row(text) == version

@@ -187,6 +187,8 @@ def test_grouped_decode_by_engine_release():
     assert trt.decode_kv_reads(4, 128, "0.7.1") == 4  # Mistral 7B before XQA
     assert trt.decode_kv_reads(8, 128, "0.7.1") == 8  # Llama 2 70B before XQA
     assert trt.decode_kv_reads(8, 128, "0.8.0") == 1  # Llama 2 70B with XQA
+    assert trt.decode_kv_reads(8, 128, "0.7a") == 1  # the pre-release build NVIDIA measured
+    assert trt.decode_kv_reads(4, 128, "0.7a") == 4  # ... with 0.8's shapes only
     assert trt.decode_kv_reads(4, 128, "0.8.0") == 4  # Mistral: group size not compiled
     assert trt.decode_kv_reads(29, 64, "0.9.0") == 29  # Falcon-180B: neither
     assert trt.decode_kv_reads(29, 64, "0.11.0") == 1

@@ -199,7 +199,8 @@ class LargeMemoryDefaults(BaseModel):
     max_num_batched_tokens: int = Field(ge=1)
 
 
-RELEASE = re.compile(r"\d+(?:\.\d+)*")  # an engine release number: 0.8.0, 1.0
+# An engine release number (0.8.0, 1.0), optionally a pre-release build of it (0.7a, 1.0rc2).
+RELEASE = re.compile(r"(\d+(?:\.\d+)*)((?:a|b|rc)\d*)?")
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -208,7 +209,7 @@ def release(version: str) -> tuple[int, ...]:
     if not found:
         raise InputError(f"engine_version {version!r} is not a release number",
                          fix="write it like '0.8.0' or '1.0'")
-    return tuple(int(part) for part in found.group().split("."))
+    return tuple(int(part) for part in found.group(1).split("."))
 
 
 class GroupedDecode(BaseModel):
@@ -225,7 +226,18 @@ class GroupedDecode(BaseModel):
                                   "max_group_size)")
     max_group_size: int = Field(default=1, ge=1)
     head_dims: tuple[int, ...] | None = None
+    prerelease_builds: tuple[Annotated[str, Field(pattern=rf"^{RELEASE.pattern}$")], ...] = \
+        Field(default=(), description="builds older than `since` that are known to carry "
+                                      "the kernel already (vendor pre-release builds "
+                                      "measured in blogs, such as TensorRT-LLM 'v0.7a')")
     source: str = Field(min_length=3)
+
+    def covers(self, version: str | None) -> bool:
+        """Whether release `version` (None: the newest) has this kernel."""
+        if version is None:
+            return True
+        return release(self.since) <= release(version) \
+            or version.strip().lower() in self.prerelease_builds
 
     def groups(self, group_size: int, head_dim: int) -> bool:
         sizes_ok = group_size in self.group_sizes if self.group_sizes is not None \
@@ -273,9 +285,7 @@ class Engine(Row):
         `version` None is the newest release; one older than every entry groups nothing."""
         if not self.grouped_decode or group_size == 1:
             return 1
-        wanted = None if version is None else release(version)
-        rules = [r for r in self.grouped_decode
-                 if wanted is None or release(r.since) <= wanted]
+        rules = [r for r in self.grouped_decode if r.covers(version)]
         return 1 if rules and rules[-1].groups(group_size, head_dim) else group_size
 
     def batch_limits(self, gpu: Accelerator) -> tuple[int, int]:

@@ -84,9 +84,9 @@ def engine_for_row(text: str | None) -> str:
 
 
 def engine_version_for_row(text: str | None) -> str | None:
-    """The release a row's engine text names ('TensorRT-LLM 0.8.0' -> '0.8.0'); None (the
-    newest) when it names none."""
-    found = re.search(r"\b\d+\.\d+(?:\.\d+)*", text or "")
+    """The release a row's engine text names ('TensorRT-LLM 0.8.0' -> '0.8.0', a pre-release
+    build 'TensorRT-LLM 0.7a' -> '0.7a'); None (the newest) when it names none."""
+    found = re.search(r"\b\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d*)?\b", text or "")
     return found.group() if found else None
 
 
