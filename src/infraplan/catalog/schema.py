@@ -237,7 +237,7 @@ class GroupedDecode(BaseModel):
         if version is None:
             return True
         return release(self.since) <= release(version) \
-            or version.strip().lower() in self.prerelease_builds
+            or version.strip().lower() in {b.lower() for b in self.prerelease_builds}
 
     def groups(self, group_size: int, head_dim: int) -> bool:
         sizes_ok = group_size in self.group_sizes if self.group_sizes is not None \
