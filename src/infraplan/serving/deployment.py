@@ -55,8 +55,9 @@ class Deployment(SpecModel):
                                  description="KV-cache dtype (default: 16-bit; fp8 halves it)")
     engine: str = Field(default="vllm", description="vllm, tensorrt-llm or sglang")
     engine_version: str | None = Field(
-        default=None, description="the engine's release ('0.8.0'); None: the newest. Older "
-        "releases lack kernels (TensorRT-LLM before XQA)")
+        default=None, description="the engine's release ('0.8.0', or a pre-release build "
+        "such as '0.7a'); None: the newest. Older releases lack kernels (TensorRT-LLM "
+        "before XQA)")
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1)
