@@ -8,6 +8,7 @@ catalog gap, a config the planner cannot read or a knob combination it refuses.
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,23 @@ VALIDATION = Path(__file__).parents[1] / "validation"
 def _count(path: Path) -> int:
     with path.open(newline="") as f:
         return sum(1 for _ in csv.DictReader(f))
+
+
+# Where the project README quotes a file's summary: a pattern whose groups are the median
+# and (if quoted) the max |error| in percent, checked against the run so they cannot go stale.
+README_QUOTES = {
+    "training_holdout.csv": r"On 125 published runs no constant was fitted on \(.*?\) it is "
+                            r"([\d.]+) %",
+    "serving_holdout.csv": r"on 58 published TensorRT-LLM, vLLM and LMDeploy rows.*?\) it is "
+                           r"([\d.]+) %",
+    "serving_latency.csv": r"`validation/serving_latency\.csv`:.*?\): median ([\d.]+) %",
+    "serving_perf_tables.csv": r"`validation/serving_perf_tables\.csv`.*?give ([\d.]+) % "
+                               r"median and ([\d.]+) % max",
+    "serving_static_tables.csv": r"`validation/serving_static_tables\.csv`, 110 cells\) "
+                                 r"([\d.]+) %",
+    "serving_early_tables.csv": r"`validation/serving_early_tables\.csv`, 225 cells\) "
+                                r"([\d.]+) %",
+}
 
 
 @pytest.mark.parametrize("name, validate, rows", [
@@ -40,6 +58,13 @@ def test_every_collected_row_predicts(name, validate, rows):
     assert len(report.predicted_rows) == rows
     assert all(r.predicted > 0 for r in report.predicted_rows)
     assert len({r.id for r in report.rows}) == rows  # ids are unique
+    if name in README_QUOTES:
+        text = " ".join((VALIDATION.parent / "README.md").read_text(encoding="utf-8").split())
+        quoted = re.search(README_QUOTES[name], text)
+        assert quoted, f"README no longer quotes {name}"
+        measured = (report.median_abs_error_pct, report.max_abs_error_pct)
+        assert [float(q) for q in quoted.groups()] == \
+            [round(m, 1) for m in measured[:len(quoted.groups())]]
 
 
 @pytest.mark.parametrize("path", sorted(VALIDATION.glob("serving_*.csv")), ids=lambda p: p.stem)
