@@ -4,6 +4,8 @@ only if INFRAPLAN_ALLOW_SKIP=1; `make test` installs both, so there they always 
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +17,18 @@ def require(module: str):
     import importlib
 
     return importlib.import_module(module)
+
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def assert_readme_quotes(pattern: str, report) -> None:
+    """The README quotes a validation summary where `pattern` matches (groups: the median,
+    then optionally the max |error| in percent, whitespace folded); hold them to `report`,
+    so that a refit cannot leave the quoted figures stale."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    quoted = re.search(pattern, text)
+    assert quoted, f"README no longer matches {pattern!r}"
+    measured = (report.median_abs_error_pct, report.max_abs_error_pct)
+    assert [float(q) for q in quoted.groups()] == \
+        [round(m, 1) for m in measured[:len(quoted.groups())]]

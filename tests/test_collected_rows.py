@@ -8,13 +8,13 @@ catalog gap, a config the planner cannot read or a knob combination it refuses.
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import pytest
 
 from infraplan.serving.validate import validate_serving
 from infraplan.training.validate import validate_training
+from tests.conftest import assert_readme_quotes
 
 VALIDATION = Path(__file__).parents[1] / "validation"
 
@@ -25,7 +25,7 @@ def _count(path: Path) -> int:
 
 
 # Where the project README quotes a file's summary: a pattern whose groups are the median
-# and (if quoted) the max |error| in percent, checked against the run so they cannot go stale.
+# and (if quoted) the max |error| in percent.
 README_QUOTES = {
     "training_holdout.csv": r"On 125 published runs no constant was fitted on \(.*?\) it is "
                             r"([\d.]+) %",
@@ -59,12 +59,7 @@ def test_every_collected_row_predicts(name, validate, rows):
     assert all(r.predicted > 0 for r in report.predicted_rows)
     assert len({r.id for r in report.rows}) == rows  # ids are unique
     if name in README_QUOTES:
-        text = " ".join((VALIDATION.parent / "README.md").read_text(encoding="utf-8").split())
-        quoted = re.search(README_QUOTES[name], text)
-        assert quoted, f"README no longer quotes {name}"
-        measured = (report.median_abs_error_pct, report.max_abs_error_pct)
-        assert [float(q) for q in quoted.groups()] == \
-            [round(m, 1) for m in measured[:len(quoted.groups())]]
+        assert_readme_quotes(README_QUOTES[name], report)
 
 
 @pytest.mark.parametrize("path", sorted(VALIDATION.glob("serving_*.csv")), ids=lambda p: p.stem)

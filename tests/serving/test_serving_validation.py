@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from infraplan.cli import main
 from infraplan.serving.validate import engine_for_row, engine_version_for_row, validate_serving
+from tests.conftest import assert_readme_quotes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,13 +28,8 @@ def test_dev_set_within_thresholds(dev_report):
 
 def test_readme_quotes_the_development_set_as_measured(dev_report):
     """The README's figures go stale when a constant is refitted; hold them to the run."""
-    report = dev_report
-    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    quoted = re.search(r"two fitted constants.*?On the development set the median absolute "
-                       r"error is ([\d.]+) % \(max ([\d.]+) %\)", text)
-    assert quoted, "README no longer quotes the serving development set"
-    assert float(quoted[1]) == round(report.median_abs_error_pct, 1)
-    assert float(quoted[2]) == round(report.max_abs_error_pct, 1)
+    assert_readme_quotes(r"two fitted constants.*?On the development set the median absolute "
+                         r"error is ([\d.]+) % \(max ([\d.]+) %\)", dev_report)
 
 
 @pytest.mark.parametrize("text, engine", [("TensorRT-LLM", "tensorrt-llm"),
