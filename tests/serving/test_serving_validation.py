@@ -237,40 +237,55 @@ def test_only_offline_tensorrt_llm_rows_take_trtllm_bench_limits(arrival, engine
     assert deployment_for_row(row).tuning == tuning
 
 
-def test_latency_metrics_are_the_median_or_mean_of_the_simulated_requests(tmp_path):
-    """ttft/tpot _p50_s take the median of the per-request latencies, _mean_s their mean
-    (tables such as TensorRT-LLM's Triton measurements print means); a metric outside the
-    list is refused with the valid choices."""
+def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
+    """Latency metrics (ttft, tpot, its alias itl, e2e) x (p50, mean, p90, p99) take that
+    statistic of the per-request latencies; throughputs divide by the run's makespan. A
+    metric outside the list is refused with the valid choices and the close ones."""
     import numpy as np
 
     from infraplan.serving.metrics import latencies
     from infraplan.serving.simulate import simulate
-    from infraplan.serving.validate import deployment_for_row, requests_for_row
+    from infraplan.serving.validate import METRICS, deployment_for_row, requests_for_row
 
     header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
               "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     body = "llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,467,256,300,poisson,16,"
-    metrics = ("ttft_p50_s", "ttft_mean_s", "tpot_p50_s", "tpot_mean_s")
     path = tmp_path / "rows.csv"
     path.write_text(header + "".join(f"{m},s,{body},{m},0.01,TensorRT-LLM,\n"
-                                     for m in metrics))
+                                     for m in METRICS))
     report = validate_serving(path)
     assert not report.failed, report.failed
     row = {"id": "r", "model": "llama-3.1-8b", "gpu": "h100-sxm5-80gb", "num_gpus": "1",
            "tp": "1", "weight_dtype": "bf16", "kv_dtype": "bf16", "input_len": "467",
            "output_len": "256", "num_requests": "300", "arrival": "poisson",
            "rate_per_s": "16", "engine": "TensorRT-LLM"}
-    lat = latencies(simulate(deployment_for_row(row), requests_for_row(row), base_dir=tmp_path))
-    expected = {"ttft_p50_s": np.median(lat["ttft_s"]), "ttft_mean_s": np.mean(lat["ttft_s"]),
-                "tpot_p50_s": np.median(lat["tpot_s"]), "tpot_mean_s": np.mean(lat["tpot_s"])}
+    result = simulate(deployment_for_row(row), requests_for_row(row), base_dir=tmp_path)
+    lat = latencies(result)
+    stats = {"p50": np.median, "mean": np.mean, "p90": lambda v: np.percentile(v, 90),
+             "p99": lambda v: np.percentile(v, 99)}
+    expected = {f"{name}_{stat}_s": fn(lat[f"{key}_s"])
+                for name, key in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "tpot"),
+                                  ("e2e", "e2e"))
+                for stat, fn in stats.items()}
+    done = result.completed
+    span = np.nanmax(result.finish_s) - result.requests.arrival_s.min()
+    out = result.requests.output_tokens[done].sum()
+    expected |= {"output_tok_s": out / span, "requests_per_s": done.sum() / span,
+                 "total_tok_s": (out + result.requests.input_tokens[done].sum()) / span}
     got = {r.id: r.predicted for r in report.rows}
+    assert set(got) == set(METRICS) == set(expected)
     assert got == pytest.approx(expected, rel=1e-12)
     # queueing skews TTFT right under load: the mean sits above the median
     assert got["ttft_mean_s"] > got["ttft_p50_s"]
+    assert got["ttft_p50_s"] < got["ttft_p90_s"] < got["ttft_p99_s"]
+    # every request: end-to-end = TTFT + (256 - 1) inter-token gaps, so the means add up
+    assert got["e2e_mean_s"] == pytest.approx(got["ttft_mean_s"] + 255 * got["tpot_mean_s"],
+                                              rel=1e-9)
 
-    path.write_text(header + f"x,s,{body},ttft_p90_s,0.01,vLLM,\n")
+    path.write_text(header + f"x,s,{body},ttft_p95_s,0.01,vLLM,\n")
     (failed,) = validate_serving(path).failed
-    assert "ttft_p50_s, ttft_mean_s, tpot_p50_s, tpot_mean_s" in failed.error
+    assert "metric 'ttft_p95_s' is not one of output_tok_s, total_tok_s" in failed.error
+    assert "did you mean" in failed.error and "ttft_p99_s" in failed.error
 
 
 def test_serving_budget_keeps_what_fits_and_names_the_closest_miss():

@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from infraplan.catalog import load_catalog
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.serving.deployment import Deployment
-from infraplan.serving.metrics import latencies, summarize
+from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
@@ -28,11 +27,18 @@ from infraplan.validation import (RowResult, ValidationReport, row_float, row_in
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
            "metric", "value")
-# Latency metrics: the median (the README's schema) or the mean (what tables such as
-# TensorRT-LLM's Triton measurements print) of per-request TTFT or TPOT.
-LATENCY_METRICS = {f"{lat}_{stat}_s": (f"{lat}_s", stat) for lat in ("ttft", "tpot")
-                   for stat in ("p50", "mean")}
-METRICS = ("output_tok_s", *LATENCY_METRICS)
+# Throughputs over the run's makespan, as `metrics.summarize` reports them.
+THROUGHPUT_METRICS = {"output_tok_s": "output_tokens_per_s",
+                      "total_tok_s": "total_tokens_per_s", "requests_per_s": "requests_per_s"}
+# Latency metrics: a statistic of the per-request TTFT, TPOT or end-to-end latency. The
+# README's schema names the median (p50); tables also print the mean (TensorRT-LLM's Triton
+# measurements) or tail percentiles (vLLM's and GenAI-Perf's p90/p99). "itl" is TPOT under
+# the name those tools print: inter-token latency averaged per request.
+LATENCY_METRICS = {f"{name}_{stat}_s": (f"{lat}_s", stat)
+                   for name, lat in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "tpot"),
+                                     ("e2e", "e2e"))
+                   for stat in ("p50", "mean", "p90", "p99")}
+METRICS = (*THROUGHPUT_METRICS, *LATENCY_METRICS)
 ARRIVALS = ("offline", "static_batch", "poisson")
 
 
@@ -113,16 +119,19 @@ def deployment_for_row(row: dict) -> Deployment:
 def predict_row(row: dict, base_dir: Path) -> RowResult:
     metric = (row.get("metric") or "").strip()
     if metric not in METRICS:
-        raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
+        close = close_matches(metric, METRICS)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
+                         f"{', '.join(METRICS)}{hint}")
     published = row_float(row, "value", required=True)
     dep = deployment_for_row(row)
     result = simulate(dep, requests_for_row(row), base_dir=base_dir)
-    if metric == "output_tok_s":
-        predicted = summarize(result)["throughput"]["output_tokens_per_s"]
+    summary = summarize(result)
+    if metric in THROUGHPUT_METRICS:
+        predicted = summary["throughput"][THROUGHPUT_METRICS[metric]]
     else:
         key, stat = LATENCY_METRICS[metric]
-        values = latencies(result)[key]
-        predicted = float(np.median(values) if stat == "p50" else np.mean(values))
+        predicted = summary[key][stat]
     r = result.replica
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens)
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
