@@ -106,6 +106,16 @@ def test_systems_point_at_existing_rows():
     assert CATALOG.system_for("h100").accelerators_per_node == 8
 
 
+def test_every_accelerator_has_a_node_to_run_in():
+    """Planning and simulating need a default node (links, NICs) for each chip: an
+    accelerator without a system row could be named in a scenario and fail at run time."""
+    missing = [a.name for a in CATALOG.accelerators
+               if not any(s.accelerator == a.name for s in CATALOG.systems)]
+    assert missing == []
+    nvl = CATALOG.system_for("h100-nvl")
+    assert (nvl.accelerators_per_node, nvl.intra_node_fabric) == (2, "nvlink-bridge")
+
+
 def test_validation_models_resolve_from_the_csv_folder():
     folder = Path(__file__).parents[2] / "validation"
     for config in (folder / "models").glob("*.json"):
