@@ -346,3 +346,21 @@ def test_a_bad_serving_cell_fails_its_row_with_the_column_named(tmp_path, capsys
     [failed] = data["failed"]
     assert reason in failed["reason"], failed
     assert data["median_abs_error_pct"] is None
+
+
+def test_a_failed_row_states_its_reason_once_below_the_table(tmp_path, capsys):
+    """The terminal table keeps its width for the rows that predicted; the failed row's
+    reason (here a long list of metrics) is printed once, after the summary."""
+    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+    body = "llama-3.1-8b,h100-sxm5-80gb,1,1,fp8,fp8,128,128,50,offline,,,"
+    path = tmp_path / "rows.csv"
+    path.write_text(header + f"good,s,{body}output_tok_s,1000,vLLM,\n"
+                    + f"bad,s,{body}ttft_p95_s,0.01,vLLM,\n")
+    assert main(["validate", "serving", str(path)]) == 0
+    out = capsys.readouterr().out
+    reason = "metric 'ttft_p95_s' is not one of"
+    assert out.count(reason) == 1
+    assert f"failed bad: row 'bad': {reason}" in out
+    table = out.split("\n\n")[0].splitlines()
+    assert max(map(len, table)) < 120, table

@@ -9,7 +9,8 @@ def validation_report(report) -> str:
     rows = []
     for r in report.rows:
         if r.predicted is None:
-            rows.append([r.id, "-", f"{r.published:,.4g}", "failed", r.error or ""])
+            # the reason follows the summary, once: in the table it would set every row's width
+            rows.append([r.id, "-", f"{r.published:,.4g}", "failed", "(reason below)"])
         else:
             rows.append([r.id, f"{r.predicted:,.4g}", f"{r.published:,.4g}",
                          f"{r.error_pct:+.1f}%", r.plan.describe() if r.plan else ""])
