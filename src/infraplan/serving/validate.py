@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError, close_matches
 from infraplan.serving.deployment import Deployment
@@ -33,7 +32,9 @@ THROUGHPUT_METRICS = {"output_tok_s": "output_tokens_per_s",
 # Latency metrics: a statistic of the per-request TTFT, TPOT or end-to-end latency. The
 # README's schema names the median (p50); tables also print the mean (TensorRT-LLM's Triton
 # measurements) or tail percentiles (vLLM's and GenAI-Perf's p90/p99). "itl" is TPOT under
-# the name those tools print: inter-token latency averaged per request.
+# GenAI-Perf's name, which averages each request's gaps ((latency - TTFT) / (tokens - 1)).
+# vLLM's benchmark pools every gap of every request instead: the same mean at fixed output
+# lengths, but wider tails than these per-request figures.
 LATENCY_METRICS = {f"{name}_{stat}_s": (f"{lat}_s", stat)
                    for name, lat in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "tpot"),
                                      ("e2e", "e2e"))
