@@ -87,6 +87,21 @@ def _row_csv(tmp_path, **cells) -> Path:
     return path
 
 
+def test_throughput_metrics_are_the_step_time_turned_around(tmp_path):
+    """tokens_per_s is global batch x sequence / step; per GPU divides by num_gpus (the
+    dev set's first row: 32 GPUs, 512 x 2048 tokens a step). A misspelt metric names the
+    close ones."""
+    step = validate_training(_row_csv(tmp_path)).rows[0]
+    tokens = 512 * 2048
+    for metric, expected in (("tokens_per_s", tokens / step.predicted),
+                             ("tokens_per_s_per_gpu", tokens / step.predicted / 32)):
+        (row,) = validate_training(_row_csv(tmp_path, metric=metric)).rows
+        assert row.predicted == pytest.approx(expected, rel=1e-12)
+    (failed,) = validate_training(_row_csv(tmp_path, metric="token_per_s")).failed
+    assert "metric 'token_per_s' is not one of step_s, gpu_hours" in failed.error
+    assert "did you mean tokens_per_s" in failed.error
+
+
 @pytest.mark.parametrize("cells, reason", [
     ({"value": ""}, "value is empty"),
     ({"value": "abc"}, "value='abc' is not a number"),

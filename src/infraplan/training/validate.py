@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
@@ -22,7 +22,10 @@ from infraplan.validation import (RowResult, ValidationReport, row_float, row_in
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
            "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
            "precision", "tokens", "metric", "value")
-METRICS = ("step_s", "gpu_hours")
+# step_s and gpu_hours are the README's schema; throughputs are what many tables print
+# instead (tokens per second for the whole job, or per accelerator), and need no FLOP
+# convention to compare.
+METRICS = ("step_s", "gpu_hours", "tokens_per_s", "tokens_per_s_per_gpu")
 
 
 def _pinned(value, default):
@@ -54,7 +57,10 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     published = row_float(row, "value", required=True)
     metric = row["metric"].strip()
     if metric not in METRICS:
-        raise InputError(f"row {row['id']!r}: metric must be one of {', '.join(METRICS)}")
+        close = close_matches(metric, METRICS)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
+                         f"{', '.join(METRICS)}{hint}")
     arch = load_model(row["model"].strip(), base_dir=base_dir)
     tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
@@ -68,7 +74,9 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
                       tokens=tokens, precision=precision)
     result = search(arch, [row["gpu"].strip()], knobs_for_row(row), job, top=1)
     best = result.best[0]
-    predicted = best.step_s if metric == "step_s" else best.gpu_hours
+    predicted = {"step_s": best.step_s, "gpu_hours": best.gpu_hours,
+                 "tokens_per_s": best.tokens_per_s,
+                 "tokens_per_s_per_gpu": best.tokens_per_s / best.plan.num_gpus}[metric]
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=best)
 
 
