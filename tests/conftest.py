@@ -32,3 +32,12 @@ def assert_readme_quotes(pattern: str, report) -> None:
     measured = (report.median_abs_error_pct, report.max_abs_error_pct)
     assert [float(q) for q in quoted.groups()] == \
         [round(m, 1) for m in measured[:len(quoted.groups())]]
+
+
+def assert_meets_thresholds(report, *, rows: int, median_pct: float, max_pct: float) -> None:
+    """An issue's acceptance on a development set: every row predicted, the median and max
+    absolute error within the thresholds."""
+    assert not report.failed
+    assert len(report.rows) == rows
+    assert report.median_abs_error_pct <= median_pct
+    assert report.max_abs_error_pct <= max_pct

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from infraplan.errors import InfraplanError, InputError
+from infraplan.errors import InfraplanError, InputError, close_matches
 from infraplan.files import check_user_file
 
 
@@ -159,3 +159,15 @@ def row_float(row: dict, key: str, *, required: bool = False) -> float | None:
         raise InputError(f"row {row.get('id')!r}: {key} must be a finite number > 0, "
                          f"got {text!r}")
     return value
+
+
+def row_metric(row: dict, metrics) -> str:
+    """The row's `metric` cell, one of `metrics`; otherwise an error listing them and the
+    close ones."""
+    metric = (row.get("metric") or "").strip()
+    if metric not in metrics:
+        close = close_matches(metric, metrics)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
+                         f"{', '.join(metrics)}{hint}")
+    return metric

@@ -9,7 +9,7 @@ import pytest
 
 from infraplan.cli import main
 from infraplan.serving.validate import engine_for_row, engine_version_for_row, validate_serving
-from tests.conftest import assert_readme_quotes
+from tests.conftest import assert_meets_thresholds, assert_readme_quotes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,10 +20,7 @@ def dev_report():
 
 
 def test_dev_set_within_thresholds(dev_report):
-    assert not dev_report.failed
-    assert len(dev_report.rows) == 4
-    assert dev_report.median_abs_error_pct <= 15.0
-    assert dev_report.max_abs_error_pct <= 30.0
+    assert_meets_thresholds(dev_report, rows=4, median_pct=15.0, max_pct=30.0)
 
 
 def test_readme_quotes_the_development_set_as_measured(dev_report):

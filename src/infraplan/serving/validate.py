@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infraplan.catalog import load_catalog
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
-                                  validate_file)
+                                  row_metric, validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
@@ -118,12 +118,7 @@ def deployment_for_row(row: dict) -> Deployment:
 
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
-    metric = (row.get("metric") or "").strip()
-    if metric not in METRICS:
-        close = close_matches(metric, METRICS)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
-                         f"{', '.join(METRICS)}{hint}")
+    metric = row_metric(row, METRICS)
     published = row_float(row, "value", required=True)
     dep = deployment_for_row(row)
     result = simulate(dep, requests_for_row(row), base_dir=base_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
@@ -17,7 +17,7 @@ from infraplan.training.memory import check_precision
 from infraplan.training.search import search
 from infraplan.training.space import Knobs, VIRTUAL_STAGES
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
-                                  validate_file)
+                                  row_metric, validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
            "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
@@ -55,12 +55,7 @@ def knobs_for_row(row: dict) -> Knobs:
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
     published = row_float(row, "value", required=True)
-    metric = row["metric"].strip()
-    if metric not in METRICS:
-        close = close_matches(metric, METRICS)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
-                         f"{', '.join(METRICS)}{hint}")
+    metric = row_metric(row, METRICS)
     arch = load_model(row["model"].strip(), base_dir=base_dir)
     tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
