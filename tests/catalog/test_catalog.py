@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import yaml
 from infraplan.catalog import DATA_DIR, accelerator, load_catalog
 from infraplan.catalog.schema import Accelerator
 from infraplan.catalog.table import load_table
+from infraplan.economics.offers import load_offers
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.models import load_model
 from infraplan.units import GiB, TERA, parse_quantity
@@ -147,3 +149,18 @@ def test_quantities_parse_to_si(text, dimension, value):
 def test_bad_quantities_say_what_is_expected(text, dimension):
     with pytest.raises(InputError, match="To fix"):
         parse_quantity(text, dimension)
+
+
+def test_the_readme_counts_what_the_catalog_ships():
+    """The README's catalog paragraph counts rows; adding a row must update it."""
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    offers = load_offers()
+    providers = {"eight": 8, "nine": 9, "ten": 10}
+    quoted = re.search(r"lists the shipped data: (\d+) accelerators .*? (\d+) model "
+                       r"architectures, .*? (\d+) dated cloud offers \(on-demand, spot and "
+                       r"reserved prices of (\w+) providers\)", readme)
+    assert quoted, "the README's catalog paragraph changed shape"
+    accelerators, models, dated, named = quoted.groups()
+    assert (int(accelerators), int(models), int(dated), providers.get(named)) == (
+        len(CATALOG.accelerators), len(CATALOG.models), len(offers),
+        len({o.provider for o in offers}))
