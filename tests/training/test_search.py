@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -187,3 +188,18 @@ def test_chunked_evaluation_changes_nothing_and_drives_the_progress_bar(monkeypa
     assert summary(chunked) == summary(whole)
     assert len(ticks) > 4 and ticks[-1] == (4, 4)
     assert [d for d, _ in ticks] == sorted(d for d, _ in ticks)
+
+
+def test_the_readme_sizes_the_benchmark_space_as_it_is():
+    """benchmarks/search_throughput.py's space (GPT-3 175B, A100, 8 to 1024 GPUs): the README
+    quotes its candidates and the plans left to evaluate; a pruning change must update it."""
+    job = TrainingJob(seq_len=2048, global_batch=1536, precision="bf16", tokens=300e9)
+    result = search(load_model("gpt3-175b"), ["a100-sxm4-80gb"],
+                    Knobs(gpus=tuple(range(8, 1025, 8))), job)
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    quoted = re.search(r"(\d+\.\d) million runnable plans out of (\d+) million candidates",
+                       readme)
+    assert quoted, "the README no longer sizes the benchmark's space"
+    assert result.candidates >= 1_000_000  # the issue's floor for the benchmark
+    assert (float(quoted[1]), int(quoted[2])) == (round(result.configs_evaluated / 1e6, 1),
+                                                  round(result.candidates / 1e6))
