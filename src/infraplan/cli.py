@@ -335,15 +335,12 @@ def _add_validate(sub) -> None:
 
 
 def _print_validation(args, kind: str, validate) -> int:
-    from infraplan.report.validation import validation_report
+    from infraplan.report.validation import validation_report, validation_summary
 
     with progress(args, f"predicting {kind} rows") as tick:
         report = validate(args.file, progress=tick)
-    data = report.to_json()
-    return emit(args, f"validate_{kind}", data, lambda: validation_report(report),
-                lambda: f"rows: {len(report.rows)}, median |error| "
-                f"{data['median_abs_error_pct']:.1f}%, max |error| "
-                f"{data['max_abs_error_pct']:.1f}%, failed: {len(data['failed'])}")
+    return emit(args, f"validate_{kind}", report.to_json(), lambda: validation_report(report),
+                lambda: validation_summary(report))
 
 
 def _run_validate_training(args) -> int:

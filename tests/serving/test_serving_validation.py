@@ -361,3 +361,16 @@ def test_a_failed_row_states_its_reason_once_below_the_table(tmp_path, capsys):
     assert f"failed bad: row 'bad': {reason}" in out
     table = out.split("\n\n")[0].splitlines()
     assert max(map(len, table)) < 120, table
+
+
+def test_a_file_whose_rows_all_fail_says_so_instead_of_printing_nan(tmp_path, capsys):
+    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "bad,s,llama-3.1-8b,h100-sxm9,1,1,fp8,fp8,128,128,50,offline,,,"
+                    "output_tok_s,1000,vLLM,\n")
+    for quiet in ([], ["--quiet"]):
+        assert main(["validate", "serving", str(path), *quiet]) == 0
+        out = capsys.readouterr().out
+        assert "rows: 1, no row predicted, failed: 1" in out
+        assert "nan" not in out.lower()
