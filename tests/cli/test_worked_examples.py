@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from infraplan.catalog import load_catalog
 from infraplan.cli import main
 from infraplan.economics.tco import self_host_vs_api
 
@@ -20,6 +21,7 @@ EXAMPLES = ROOT / "examples"
 PAGE = ROOT / "docs" / "worked-examples.md"
 GIB = 2**30
 DAY_S = 86400.0
+MONTH_S = 30.44 * DAY_S  # the 30.44-day month the cost lines use
 
 
 @lru_cache(maxsize=None)
@@ -72,7 +74,7 @@ def test_fine_tune_takes_weeks_not_ten_thousand_gpu_hours():
     best = _finetune()
     assert 7 < best["time_to_train_s"] / DAY_S < 28  # "2 weeks" is the right order
     assert best["gpu_hours"] < 10_000 / 10  # "10K GPU-hours" is off by more than 10x
-    months = best["time_to_train_s"] / (30.44 * DAY_S)
+    months = best["time_to_train_s"] / MONTH_S
     assert _cost(best["economics"], "storage") / months < 50  # $50 a month needs ~2 TB
 
 
@@ -81,7 +83,7 @@ def test_fine_tune_figures_are_the_ones_quoted():
     econ = best["economics"]
     days = best["time_to_train_s"] / DAY_S
     storage = _cost(econ, "storage")
-    per_month = storage / (best["time_to_train_s"] / (30.44 * DAY_S))
+    per_month = storage / (best["time_to_train_s"] / MONTH_S)
     assert_page_says(
         f"fits at {best['memory_bytes'] / GIB:.1f} of 80 GiB, with "
         f"{best['plan']['recompute_fraction']:.0%} of the layers recomputed",
@@ -105,7 +107,7 @@ def _from_scratch(tmp_path=None, **changes):
 def test_70b_on_32_h100_needs_far_more_than_the_articles_gpu_hours():
     best = _from_scratch()
     assert best["gpu_hours"] > 3 * 78_125
-    assert best["time_to_train_s"] / DAY_S > 3 * 3.7 * 30.44
+    assert best["time_to_train_s"] > 3 * 3.7 * MONTH_S
     four_days_kwh = best["economics"]["energy_kwh"] * 4 * DAY_S / best["time_to_train_s"]
     assert four_days_kwh < 500_000 / 50  # "500-600 MWh for 4 days" is ~100x too high
 
@@ -125,7 +127,7 @@ def test_from_scratch_figures_are_the_ones_quoted(tmp_path):
         f"{best['step_s']:.1f} s step. On InfiniBand the same search finds "
         f"{on_infiniband['mfu']:.1%}.",
         f"| GPU-hours | \"78,125 GPU-hours\" | {best['gpu_hours']:,.0f} |",
-        f"| Time | \"~3.7 months\" | {days:.0f} days ({days / 30.44:.1f} months) |",
+        f"| Time | \"~3.7 months\" | {days:.0f} days ({days * DAY_S / MONTH_S:.1f} months) |",
         f"| Cost | \"~$500K\" | ${econ['cost']['total_usd'] / 1e6:.2f}M | "
         f"${_cost(econ, 'compute') / 1e6:.3f}M compute, "
         f"${_cost(econ, 'storage: checkpoints') / 1e3:.1f}K checkpoint storage, "
@@ -161,6 +163,7 @@ def test_region_plan_figures_are_the_ones_quoted():
     d, econ = best["deployment"], best["economics_per_month"]
     gpus = d["replicas"] * d["tp"]
     out = best["output_tokens_per_s"]
+    cheapest = load_catalog().price_per_gpu_hour("h100-sxm5-80gb")
     api = self_host_vs_api(REGIONS * REGION_TOKENS_PER_S, REGIONS * gpus * 2000.0, 0.10)
     assert_page_says(
         f"| GPUs | 25 H100 | {gpus} per region, {REGIONS * gpus} in all | The cheapest plan is "
@@ -171,6 +174,8 @@ def test_region_plan_figures_are_the_ones_quoted():
         f"{REGION_TOKENS_PER_S / gpus:,.0f} tok/s at 20 req/s while meeting the SLOs",
         f"{out:,.0f} output tok/s ({out / 250:.1f} req/s of 250 tokens)",
         f"${REGIONS * gpus * 2000 / 1e3:.0f}K a month at $2,000 per H100-month",
+        f"At the catalog's cheapest on-demand H100 (${cheapest:.2f}/h) it would be "
+        f"${REGIONS * gpus * cheapest * MONTH_S / 3600 / 1e3:.0f}K.",
         f"Per region infraplan adds ${_cost(econ, 'egress'):.0f} of egress and "
         f"${_cost(econ, 'monitoring'):.0f} of monitoring",
         f"at full load the {REGIONS * gpus} GPUs cost "
