@@ -22,12 +22,17 @@ def require(module: str):
 README = Path(__file__).parents[1] / "README.md"
 
 
+def folded_text(path: Path = README) -> str:
+    """A document's text with every run of whitespace folded to one space, so that a quote
+    matches however the lines are wrapped."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
 def assert_readme_quotes(pattern: str, report) -> None:
     """The README quotes a validation summary where `pattern` matches (groups: the median,
     then optionally the max |error| in percent, whitespace folded); hold them to `report`,
     so that a refit cannot leave the quoted figures stale."""
-    text = " ".join(README.read_text(encoding="utf-8").split())
-    quoted = re.search(pattern, text)
+    quoted = re.search(pattern, folded_text())
     assert quoted, f"README no longer matches {pattern!r}"
     measured = (report.median_abs_error_pct, report.max_abs_error_pct)
     assert [float(q) for q in quoted.groups()] == \

@@ -16,6 +16,7 @@ from infraplan.economics.offers import load_offers
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.models import load_model
 from infraplan.units import GiB, TERA, parse_quantity
+from tests.conftest import folded_text
 
 CATALOG = load_catalog()
 TABLES = ["accelerators", "systems", "networks", "storage", "models", "memory_overheads"]
@@ -153,7 +154,7 @@ def test_bad_quantities_say_what_is_expected(text, dimension):
 
 def test_the_readme_counts_what_the_catalog_ships():
     """The README's catalog paragraph counts rows; adding a row must update it."""
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    readme = folded_text()
     offers = load_offers()
     providers = {"eight": 8, "nine": 9, "ten": 10}
     quoted = re.search(r"lists the shipped data: (\d+) accelerators .*? (\d+) model "

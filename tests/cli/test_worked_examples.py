@@ -15,6 +15,7 @@ import yaml
 from infraplan.catalog import load_catalog
 from infraplan.cli import main
 from infraplan.economics.tco import self_host_vs_api
+from tests.conftest import folded_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -54,7 +55,7 @@ def _example(name: str, tmp_path: Path | None = None, **changes) -> str:
 
 def assert_page_says(*fragments: str) -> None:
     """Each fragment, whitespace folded, is in the page."""
-    text = " ".join(PAGE.read_text(encoding="utf-8").split())
+    text = folded_text(PAGE)
     missing = [f for f in fragments if " ".join(f.split()) not in text]
     assert not missing, ("docs/worked-examples.md no longer quotes what the command prints; "
                          f"re-derive the page. Expected: {missing}")

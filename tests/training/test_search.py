@@ -19,6 +19,7 @@ from infraplan.training.plan_train import gpu_counts, plan_training
 from infraplan.training.search import search
 from infraplan.training.space import Knobs
 from infraplan.workloads import TrainScenario, load_scenario
+from tests.conftest import folded_text
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -196,9 +197,8 @@ def test_the_readme_sizes_the_benchmark_space_as_it_is():
     job = TrainingJob(seq_len=2048, global_batch=1536, precision="bf16", tokens=300e9)
     result = search(load_model("gpt3-175b"), ["a100-sxm4-80gb"],
                     Knobs(gpus=tuple(range(8, 1025, 8))), job)
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     quoted = re.search(r"(\d+\.\d) million runnable plans out of (\d+) million candidates",
-                       readme)
+                       folded_text())
     assert quoted, "the README no longer sizes the benchmark's space"
     assert result.candidates >= 1_000_000  # the floor for the benchmark
     assert (float(quoted[1]), int(quoted[2])) == (round(result.configs_evaluated / 1e6, 1),
