@@ -200,7 +200,8 @@ class LargeMemoryDefaults(BaseModel):
 
 
 # An engine release number (0.8.0, 1.0), optionally a pre-release build of it (0.7a, 1.0rc2).
-RELEASE = re.compile(r"(\d+(?:\.\d+)*)((?:a|b|rc)\d*)?")
+PRERELEASE_TAG = r"(?:a|b|rc)\d*"
+RELEASE = re.compile(rf"(\d+(?:\.\d+)*)({PRERELEASE_TAG})?")
 
 
 def release(version: str) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import PRERELEASE_TAG
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import summarize
@@ -93,7 +94,7 @@ def engine_for_row(text: str | None) -> str:
 def engine_version_for_row(text: str | None) -> str | None:
     """The release a row's engine text names ('TensorRT-LLM 0.8.0' -> '0.8.0', a pre-release
     build 'TensorRT-LLM 0.7a' -> '0.7a'); None (the newest) when it names none."""
-    found = re.search(r"\b\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d*)?\b", text or "")
+    found = re.search(rf"\b\d+\.\d+(?:\.\d+)*(?:{PRERELEASE_TAG})?\b", text or "")
     return found.group() if found else None
 
 
