@@ -32,7 +32,9 @@ def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
     if is_dir:
         raise InputError(f"{what} {str(path)!r} is a directory, not a file", fix=fix)
     if not is_file:
-        raise InputError(f"{what} {str(path)!r} does not exist", fix=fix)
+        exists = path.exists()  # a device or a pipe (/dev/null) exists but is not a file
+        raise InputError(f"{what} {str(path)!r} " + ("is not a regular file" if exists else
+                                                       "does not exist"), fix=fix)
 
 
 def on_disk(path: Path) -> bool:

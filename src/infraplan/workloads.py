@@ -10,16 +10,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
+                      field_validator, model_validator)
 
 from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError, close_matches
 from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import on_disk, read_user_file
+from infraplan.spec_checks import StrictNumbers
 
 
-class _Spec(BaseModel):
+# Bounds far above any real job, so that a typo (an extra zero run, 1e300) is refused with
+# its field named instead of overflowing the arithmetic: the longest contexts are 1-10M
+# tokens, the largest pre-training runs 15-36T tokens and batches of thousands of sequences.
+MAX_SEQ_LEN = 2**27
+MAX_TRAINING_TOKENS = 1e16
+MAX_GLOBAL_BATCH = 2**30
+MAX_ACCELERATORS = 2**17
+
+
+class _Spec(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -46,10 +57,11 @@ class Parallelism(_Spec):
 
 
 class Training(_Spec):
-    seq_len: int = Field(ge=1, description="tokens per sequence")
-    global_batch: int | None = Field(default=None, ge=1,
+    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, description="tokens per sequence")
+    global_batch: int | None = Field(default=None, ge=1, le=MAX_GLOBAL_BATCH,
                                      description="sequences per optimizer step")
-    tokens: float | None = Field(default=None, gt=0, description="tokens to train on")
+    tokens: float | None = Field(default=None, gt=0, le=MAX_TRAINING_TOKENS,
+                                 description="tokens to train on")
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     grad_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
         default=None, description="gradient dtype; fp32 = Megatron-LM main grads")
@@ -82,16 +94,18 @@ class MemoryScenario(_Spec):
 
 def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -> str:
     """One line per problem: 'origin: training.seq_len: ...; did you mean ...'."""
-    lines = []
+    lines, listed = [], set()  # the valid keys are listed once per mapping
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
         where = ".".join(loc) or "top level"
         if err["type"] == "extra_forbidden":
             known = _fields_at(model, loc[:-1])
             close = close_matches(loc[-1], known)
-            hint = f"did you mean {close[0]!r}?" if close else \
-                f"valid keys: {', '.join(known)}"
-            lines.append(f"{where}: unknown key; {hint}")
+            hint = f"; did you mean {close[0]!r}?" if close else "" \
+                if tuple(loc[:-1]) in listed else f"; valid keys: {', '.join(known)}"
+            if not close:
+                listed.add(tuple(loc[:-1]))
+            lines.append(f"{where}: unknown key{hint}")
         elif err["type"] == "missing":
             lines.append(f"{where}: required")
         else:
@@ -111,6 +125,22 @@ def _fields_at(model: type[BaseModel], path: list[str]) -> list[str]:
     return list(model.model_fields)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML
+    keeps the last one silently, so a pasted second `hardware:` would win unnoticed)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str) and key in seen:
+                raise InputError(f"the key {key!r} is given twice at line "
+                                 f"{key_node.start_mark.line + 1}",
+                                 fix="keep one of the two (YAML would keep the last silently)")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
                   overrides: dict[str, Any] | None = None) -> _Spec:
     """Read a scenario YAML; `overrides` ({"parallelism.tp": 8}) win over the file."""
@@ -118,14 +148,19 @@ def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except InputError as exc:  # a key given twice
+        raise InputError(f"{path.name}: {exc.message}", fix=exc.fix) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise InputError(f"{path.name}: not valid YAML{where} "
                          f"({getattr(exc, 'problem', exc)})") from None
     if not isinstance(raw, dict):
-        raise InputError(f"{path.name}: expected a mapping of keys (model, hardware, ...)")
+        keys = ", ".join([k for k in model.model_fields if k not in ("name", "description")][:3])
+        what = "is empty" if raw is None else f"holds a {type(raw).__name__}, not keys"
+        raise InputError(f"{path.name} {what}", fix=f"write a mapping of keys ({keys}, ...); "
+                         "see examples/")
     raw = apply_overrides(raw, overrides or {})
     if isinstance(raw.get("model"), str):
         local = path.parent / raw["model"]
@@ -149,21 +184,31 @@ def apply_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
     return out
 
 
-# A scenario of one kind handed to another command: (expected model, a key that marks the
-# other kind, what the file is, the commands that take it).
+def _hardware_has(raw: dict, key: str) -> bool:
+    return isinstance(raw.get("hardware"), dict) and key in raw["hardware"]
+
+
+# A scenario of one kind handed to another command: (expected model, what marks the other
+# kind, what the file is, the commands that take it).
 KIND_MIXUPS = (
-    ("TrainScenario", "traffic", "a serving scenario (it has traffic:)",
+    ("TrainScenario", lambda raw: "traffic" in raw, "a serving scenario (it has traffic:)",
      "infraplan plan serve / simulate serve"),
-    ("ServeScenario", "training", "a training or memory scenario (it has training:)",
+    ("ServeScenario", lambda raw: "training" in raw,
+     "a training or memory scenario (it has training:)",
      "infraplan plan train / simulate train / memory"),
-    ("MemoryScenario", "traffic", "a serving scenario (it has traffic:)",
+    ("MemoryScenario", lambda raw: "traffic" in raw, "a serving scenario (it has traffic:)",
      "infraplan plan serve / simulate serve"),
+    ("MemoryScenario", lambda raw: _hardware_has(raw, "gpus"),
+     "a plan scenario (its hardware lists gpus: to compare)",
+     "infraplan plan train / simulate train"),
+    ("TrainScenario", lambda raw: _hardware_has(raw, "gpu"),
+     "a memory scenario (its hardware names one gpu:)", "infraplan memory"),
 )
 
 
 def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
-    for expected, key, what, commands in KIND_MIXUPS:
-        if model.__name__ == expected and key in raw:
+    for expected, marked, what, commands in KIND_MIXUPS:
+        if model.__name__ == expected and marked(raw):
             raise InputError(f"{origin}: {what}, not what this command reads",
                              fix=f"run it with {commands}")
     try:
@@ -175,9 +220,12 @@ def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
 class TrainHardware(_Spec):
     gpus: tuple[str, ...] = Field(min_length=1, description="accelerator names to compare")
     counts: tuple[PositiveInt, ...] | None = Field(
-        default=None, description="GPU counts allowed (default: min_count..max_count)")
+        default=None, min_length=1, description="GPU counts allowed (default: "
+                                                "min_count..max_count)")
     min_count: int = Field(default=8, ge=1)
-    max_count: int = Field(default=1024, ge=1)
+    # The largest clusters built hold on the order of 100,000 accelerators; 2^17 bounds the
+    # search (its time grows with the number of counts) well above them.
+    max_count: int = Field(default=1024, ge=1, le=MAX_ACCELERATORS)
     count_step: int | None = Field(default=None, ge=1,
                                    description="default: the accelerators per node")
     system: str | None = Field(default=None, description="node type (default: the GPU's)")
@@ -188,10 +236,21 @@ class TrainHardware(_Spec):
                                       description="ports of `network` per node")
 
 
+    @model_validator(mode="after")
+    def _counts_or_range(self):
+        if self.counts is not None and {"min_count", "max_count"} & self.model_fields_set:
+            raise ValueError("give counts or min_count/max_count, not both (counts would "
+                             "win and the range would be ignored)")
+        if self.counts is not None and max(self.counts) > MAX_ACCELERATORS:
+            raise ValueError(f"counts must be <= {MAX_ACCELERATORS:,} (got {max(self.counts)})")
+        return self
+
+
 class TrainJob(_Spec):
-    tokens: float = Field(gt=0, description="tokens to train on")
-    global_batch: int = Field(ge=1, description="sequences per optimizer step")
-    seq_len: int = Field(ge=1)
+    tokens: float = Field(gt=0, le=MAX_TRAINING_TOKENS, description="tokens to train on")
+    global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH,
+                              description="sequences per optimizer step")
+    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
     optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
@@ -250,7 +309,12 @@ class TrainScenario(_Spec):
     @field_validator("prices")
     @classmethod
     def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+        from infraplan.catalog import load_catalog
+
+        table = load_catalog().accelerators
         for gpu, price in prices.items():
+            if gpu not in table:
+                table.get(gpu)  # UnknownNameError: did you mean, how to list them
             if not price > 0:
                 raise ValueError(f"{gpu}: a price must be > 0 USD per GPU-hour (got {price})")
         return prices

@@ -147,7 +147,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: -4}\ntraining: {seq_len: 2048}\n",
      "hardware.num_gpus: Input should be greater than or equal to 1 (got -4)"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\n", "training: required"),
-    ("- just\n- a list\n", "expected a mapping"),
+    ("- just\n- a list\n", "holds a list, not keys. To fix: write a mapping of keys (model, "
+                           "hardware, training, ...)"),
+    ("", "scenario.yaml is empty"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\nmodel: gpt2\n",
+     "the key 'model' is given twice at line 4"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: true}\ntraining: {seq_len: 2048}\n",
+     "num_gpus must be a number, not a true/false value"),
+    ("model: llama-3.1-8b\nhardware: {gpus: [h100]}\ntraining: {seq_len: 2048}\n",
+     "a plan scenario (its hardware lists gpus: to compare), not what this command reads"),
     # a model name too long for a file name: a catalog miss, not an OSError traceback
     ("model: " + "x" * 400 + "\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n",
      "unknown model 'xxxxxxxx"),

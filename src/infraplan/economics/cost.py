@@ -17,10 +17,11 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
+from infraplan.spec_checks import StrictNumbers
 from infraplan.units import GIGA, parse_quantity
 
 DAYS_PER_MONTH = 30.44
@@ -56,7 +57,7 @@ GB = Annotated[float, BeforeValidator(_gigabytes), Field(ge=0, allow_inf_nan=Fal
 Usd = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class CostInputs(BaseModel):
+class CostInputs(StrictNumbers):
     """A scenario's `costs:` section. Every amount is >= 0; unknown keys are refused.
 
     Build one from a dict with `CostInputs.from_dict(raw)`: problems come back as one
@@ -110,7 +111,7 @@ def storage_usd_per_gb_month(inputs: CostInputs, which: str, *, origin: str = "c
         tier = load_catalog().storage.get(tier_name)
     except InputError as exc:
         raise InputError(f"{origin}.{which}_tier: {exc.message}",
-                         fix="name a tier from 'infraplan catalog' (storage)") from None
+                         fix="run 'infraplan catalog storage' to list the tiers") from None
     if override is not None:
         return override
     if tier.price_usd_per_gb_month is None:

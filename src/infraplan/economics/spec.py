@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from infraplan.catalog import load_catalog
 from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
+from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
 from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
 from infraplan.errors import InputError
@@ -29,7 +30,7 @@ Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
 DEFAULT_REGION = "world"  # catalog/data/grid_intensity.yaml: Ember's 2023 world average
 
 
-class EnergySpec(BaseModel):
+class EnergySpec(StrictNumbers):
     """`energy:` in a scenario. Defaults: the GPUs at their TDP (an upper bound), a new
     facility's PUE (catalog/data/onprem.yaml), the world-average grid (Ember 2023) until a
     region is named."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from infraplan.economics.offers import price_per_gpu_hour as offer_price
 from infraplan.errors import InputError
+from infraplan.spec_checks import StrictNumbers
 from infraplan.reliability.montecarlo import STRATEGIES
 from infraplan.reliability.spot import AWS_ADVISOR_BANDS, SpotModel, rate_from_monthly_fraction
 
@@ -21,7 +22,7 @@ MAX_TRIALS = 100_000
 FAILURE_DETECTION_S = 600.0  # PyTorch's default NCCL process-group timeout (10 min)
 
 
-class _Spec(BaseModel):
+class _Spec(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infraplan.errors import InputError, close_matches
+from infraplan.spec_checks import StrictNumbers
 
 
 class FieldError(InputError):
@@ -27,7 +28,7 @@ class FieldError(InputError):
         super().__init__(f"{field} {detail}", fix=fix)
 
 
-class SpecModel(BaseModel):
+class SpecModel(StrictNumbers):
     """Frozen, no unknown keys, `model_validate` errors as one InputError (see the top)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -72,7 +73,7 @@ _PHRASES = {"greater_than": "must be > {gt}", "greater_than_equal": "must be >= 
 
 def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -> str:
     """One clause per problem, '; '-joined, each starting with the dotted field path."""
-    clauses = []
+    clauses, listed = [], set()  # the valid keys are listed once per mapping
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
         error, got = err.get("ctx", {}).get("error"), err.get("input")
@@ -83,13 +84,16 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -
         elif err["type"] == "extra_forbidden":
             known = list(_model_at(model, loc[:-1]).model_fields)
             close = close_matches(loc[-1], known)
-            text = "is not a known key; " + (f"did you mean {close[0]!r}?" if close
-                                              else f"valid keys: {', '.join(known)}")
+            text = "is not a known key" + (f"; did you mean {close[0]!r}?" if close else
+                                           "" if tuple(loc[:-1]) in listed else
+                                           f"; valid keys: {', '.join(known)}")
+            if not close:
+                listed.add(tuple(loc[:-1]))
         elif err["type"] == "missing":
             text = "is required"
         elif err["type"] == "literal_error":
             field = _model_at(model, loc[:-1]).model_fields.get(loc[-1])
-            choices = [str(c) for c in get_args(getattr(field, "annotation", None))]
+            choices = _literal_choices(getattr(field, "annotation", None))
             close = close_matches(str(got), choices)
             text = f"must be one of {', '.join(map(repr, choices))}{shown}" + (
                 f"; did you mean {close[0]!r}?" if close else "")
@@ -100,6 +104,13 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -
                     .replace("Input should be", "must be", 1)) + shown
         clauses.append(f"{'.'.join([origin, *loc])} {text}")
     return "; ".join(clauses)
+
+
+def _literal_choices(annotation: Any) -> list[str]:
+    """The values of a Literal annotation, looked for inside `Literal[...] | None` too."""
+    if get_origin(annotation) is Literal:
+        return [str(c) for c in get_args(annotation)]
+    return [c for arg in get_args(annotation) for c in _literal_choices(arg)]
 
 
 def _num(value: Any) -> str:
@@ -119,9 +130,9 @@ def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel]:
     return model
 
 
-# Largest integer a float64 holds exactly: caps an unclipped lognormal tail so the float ->
-# int64 conversion stays defined. No real request comes near it.
-_NO_MAX_TOKENS = float(2**53)
+# Tokens in one request at most: a thousand times the longest context of any model (a
+# million tokens), far below where int64 arithmetic or float64 rounding would go wrong.
+MAX_TOKENS = 10**9
 
 
 class LengthSpec(SpecModel):
@@ -132,18 +143,21 @@ class LengthSpec(SpecModel):
                              "lognormal": (("mean",), ("sigma",))}
 
     kind: Literal["fixed", "uniform", "lognormal"]
-    value: int | None = Field(default=None, ge=1, description="fixed: every request's length")
-    low: int | None = Field(default=None, ge=1, description="uniform: smallest length")
-    high: int | None = Field(default=None, ge=1, description="uniform: largest length "
-                                                             "(inclusive)")
-    mean: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+    value: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                              description="fixed: every request's length")
+    low: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                            description="uniform: smallest length")
+    high: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                             description="uniform: largest length (inclusive)")
+    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS, allow_inf_nan=False,
                                description="lognormal: mean length (of the distribution, "
                                            "not of the underlying normal)")
     sigma: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="lognormal: standard "
                          "deviation of the underlying normal (0.5 narrow, 1.0 wide tail)")
-    min: int = Field(default=1, ge=1, description="lengths below are raised to this")
-    max: int | None = Field(default=None, ge=1, description="lengths above are cut to this "
-                                                            "(e.g. the context length)")
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS,
+                     description="lengths below are raised to this")
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="lengths above are "
+                            "cut to this (e.g. the context length)")
 
     def _check(self) -> None:
         if self.kind == "uniform" and self.high < self.low:
@@ -163,6 +177,6 @@ def draw_lengths(spec: LengthSpec, rng: np.random.Generator, n: int) -> np.ndarr
         # mean of the lengths `mean` (their median is exp(mu), below the mean).
         mu = math.log(spec.mean) - spec.sigma**2 / 2
         x = rng.lognormal(mu, spec.sigma, size=n)
-    high = _NO_MAX_TOKENS if spec.max is None else spec.max
+    high = MAX_TOKENS if spec.max is None else spec.max  # caps an unclipped lognormal tail
     # floor(x + 0.5) rounds half up (np.round rounds half to even)
     return np.clip(np.floor(x + 0.5), spec.min, high).astype(np.int64)

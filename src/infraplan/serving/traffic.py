@@ -26,7 +26,8 @@ from pydantic import Field
 
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
-from infraplan.serving.lengths import FieldError, LengthSpec, SpecModel, draw_lengths
+from infraplan.serving.lengths import (MAX_TOKENS, FieldError, LengthSpec, SpecModel,
+                                      draw_lengths)
 
 DAY_S = 86_400.0
 HOUR_S = 3_600.0
@@ -34,6 +35,9 @@ HOUR_S = 3_600.0
 # adds its own state. Larger runs are a mistake in the rate or the duration.
 MAX_REQUESTS = 50_000_000
 TRACE_COLUMNS = ("arrival_s", "input_len", "output_len")
+# Simulated time at most: arrivals later than this come from a mistyped rate (1e-306/s) or
+# time scale, and past about 1e308 s they overflow to inf.
+MAX_HORIZON_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,10 @@ def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None) 
     else:
         arrival_s = _arrivals(spec, arrival_rng)
         n = len(arrival_s)
+    if n and not arrival_s[-1] <= MAX_HORIZON_S:  # sorted: the last is the largest (or NaN)
+        raise InputError(f"traffic.arrival: the requests would arrive over "
+                         f"{arrival_s[-1]:.3g} s, past {MAX_HORIZON_S:.0e} s (about 30 years)",
+                         fix="raise rate_per_s or lower time_scale")
     if spec.input is not None:
         input_tokens = draw_lengths(spec.input, input_rng, n)
     if spec.output is not None:
@@ -324,6 +332,9 @@ def read_trace(path: str | Path, *, base_dir: Path | None = None) -> Requests:
     if missing:
         raise InputError(f"{path.name}: the header lacks {', '.join(missing)} (found: "
                          f"{', '.join(header) or 'an empty file'})", fix=fix)
+    twice = [c for c in TRACE_COLUMNS if header.count(c) > 1]
+    if twice:
+        raise InputError(f"{path.name}: the header names {', '.join(twice)} twice", fix=fix)
     columns = [(header.index(c), c) for c in TRACE_COLUMNS]
     rows = [[_cell(row, j, name, reader.line_num, path.name) for j, name in columns]
             for row in reader if any(cell.strip() for cell in row)]
@@ -344,6 +355,7 @@ def _cell(row: list[str], j: int, column: str, line: int, file: str) -> float:
         raise InputError(f"{where}: {text!r} is not a number") from None
     if column == "arrival_s" and not (math.isfinite(value) and value >= 0):
         raise InputError(f"{where}: an arrival time must be finite and >= 0 (got {text})")
-    if column != "arrival_s" and not (value.is_integer() and value >= 1):
-        raise InputError(f"{where}: a token count must be a whole number >= 1 (got {text})")
+    if column != "arrival_s" and not (value.is_integer() and 1 <= value <= MAX_TOKENS):
+        raise InputError(f"{where}: a token count must be a whole number from 1 to "
+                         f"{MAX_TOKENS:,} (got {text})")
     return value
