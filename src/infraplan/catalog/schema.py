@@ -269,6 +269,11 @@ class Engine(Row):
         description="on_demand: blocks allocated as sequences grow, preemption by recompute "
                     "when they run out (vLLM); reserve: a request is admitted only if its "
                     "whole prompt + output fits (TensorRT-LLM GUARANTEED_NO_EVICT)")
+    rejects_beyond_model_context: bool = Field(
+        default=False, description="refuses a request whose prompt + output exceed the "
+        "model's max_position_embeddings (the default context limit is the model config's); "
+        "false: the limit is set when the engine is built or launched (TensorRT-LLM "
+        "max_seq_len)")
     step_overhead_s: Seconds = Field(description="per-step CPU time: scheduling, sampling, "
                                                  "launch, not hidden behind the GPU")
     context_bytes: Bytes | None = Field(

@@ -18,7 +18,8 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
     lines = [f"{name}: {describe}",
              f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
              f"{s['dropped']:,}, preemptions {s['preemptions']:,}; makespan "
-             f"{s['makespan_s']:,.1f} s, {format_count(s['steps'])} engine steps", "",
+             f"{s['makespan_s']:,.1f} s, {format_count(s['steps'])} engine steps",
+             *(f"  dropped {n:,}: {why}" for why, n in s["dropped_by_reason"].items()), "",
              table(["latency", "mean", "p50", "p90", "p99"],
                    [[label, *(_ms(s[key][k]) for k in ("mean", "p50", "p90", "p99"))]
                     for label, key in (("time to first token", "ttft_s"),

@@ -39,11 +39,12 @@ class Replica:
 
     def __init__(self, step: StepModel, *, kv_blocks: int, block_size: int, max_num_seqs: int,
                  max_num_batched_tokens: int, chunked_prefill: bool, kv_policy: str,
-                 requests: RequestBook):
+                 requests: RequestBook, max_model_len: int | None = None):
         self.step, self.book = step, requests
         self.capacity, self.B = kv_blocks, block_size
         self.max_seqs, self.budget = max_num_seqs, max_num_batched_tokens
         self.chunked, self.reserve = chunked_prefill, kv_policy == "reserve"
+        self.max_model_len = max_model_len  # None: the engine refuses no length
         self.now = 0.0
         self.g = 0  # decode steps run so far
         self.waiting: deque[int] = deque()
@@ -73,7 +74,11 @@ class Replica:
         book = self.book
         # a request that could not finish even alone is refused (vLLM refuses a context
         # longer than the cache holds: max_model_len)
-        if self._blocks(book.prompt[rid] + book.output[rid]) > self.capacity:
+        length = book.prompt[rid] + book.output[rid]
+        if self.max_model_len is not None and length > self.max_model_len:
+            book.drop(rid, f"prompt + output longer than the model's {self.max_model_len:,}-"
+                      "token context")
+        elif self._blocks(length) > self.capacity:
             book.drop(rid, "prompt + output longer than the KV cache holds")
         elif not self.chunked and book.prompt[rid] > self.budget:
             book.drop(rid, "prompt longer than max_num_batched_tokens without chunked prefill")

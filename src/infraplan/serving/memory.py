@@ -100,6 +100,10 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
     if mem.kv_blocks < 1:
         fix = (f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or "
                "pick a GPU with more memory")
+        if kv > 0:  # memory is left, but less than one block of block_size tokens
+            fix = f"lower block_size (now {block_size:,}), or {fix}"
+        if memory_fraction is not None:
+            fix = f"raise memory_fraction (now {memory_fraction:g}), or {fix}"
         if activations > weight:  # the batch limits, not the model, fill the GPU
             fix = (f"lower the batch limits (max_num_seqs or a static batch_size: now "
                    f"{max_num_seqs:,}; max_num_batched_tokens: now {max_num_batched_tokens:,}), "

@@ -13,10 +13,12 @@ Definitions (as vLLM's benchmark_serving and NVIDIA GenAI-Perf use them):
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
+from infraplan.errors import InputError
 from infraplan.serving.simulate import SimResult
 
 PERCENTILES = (50, 90, 99)
@@ -74,6 +76,7 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
     gpus = res.deployment.num_gpus
     summary = {
         "requests": len(req), "completed": n_done, "dropped": len(res.dropped),
+        "dropped_by_reason": dict(Counter(res.dropped.values()).most_common()),
         "preemptions": int(res.preemptions.sum()),
         "makespan_s": makespan,
         "ttft_s": _stats(lat["ttft_s"]), "tpot_s": _stats(lat["tpot_s"]),
@@ -101,3 +104,13 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
                            "usd_per_million_total_tokens": usd / (in_tokens + out_tokens)
                            * 1e6 if out_tokens else float("inf")}
     return summary
+
+
+def require_completions(summary: dict) -> None:
+    """An InputError when no request completed: every one was refused (too long for the
+    context or the KV cache), so there is nothing to report."""
+    if summary["completed"] == 0:
+        reasons = "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
+        raise InputError(f"no request completed: {reasons}",
+                         fix="shorten the requests (traffic.input / traffic.output), or give "
+                             "the engine more KV cache (raise tp, quantize weights or KV)")

@@ -59,7 +59,9 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
                            block_size=r.memory.block_size, max_num_seqs=r.max_num_seqs,
                            max_num_batched_tokens=r.max_num_batched_tokens,
                            chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy,
-                           requests=book) for _ in range(dep.replicas)]
+                           requests=book, max_model_len=r.arch.max_position_embeddings
+                           if r.engine.rejects_beyond_model_context else None)
+                   for _ in range(dep.replicas)]
         arrivals = requests.arrival_s.tolist()
         for first in range(0, n, PROGRESS_CHUNK):
             _route(engines, arrivals, dep.router, replica_of, first, min(n, first + PROGRESS_CHUNK))
