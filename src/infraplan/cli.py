@@ -202,10 +202,16 @@ def _run_plan_serve(args) -> int:
         plan = plan_serving(scenario, base_dir=base, progress=tick)
     name = scenario.name or scenario.model
     best = plan.best
-    return emit(args, "plan_serve", dict(model=scenario.model, **plan.to_json()),
-                lambda: plan_report(name, plan),
-                lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
-                if best else "no configuration meets the SLOs")
+    emit(args, "plan_serve", dict(model=scenario.model, **plan.to_json()),
+         lambda: plan_report(name, plan),
+         lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
+         if best else "no configuration meets the SLOs")
+    if best is None:  # an impossible plan: the output above says why each one lost
+        raise InputError(f"no configuration meets the SLOs at {plan.rate_per_s:.3g} "
+                         f"requests/s ({len(plan.rejected)} rejected)",
+                         fix="relax the SLOs, raise search.max_replicas or allow other "
+                             "accelerators, TP degrees or formats")
+    return 0
 
 
 def _add_simulate(sub) -> None:
@@ -222,7 +228,7 @@ def _add_simulate(sub) -> None:
 
 def _run_simulate_serve(args) -> int:
     from infraplan.report.serving import simulation_report
-    from infraplan.serving.metrics import summarize
+    from infraplan.serving.metrics import require_completions, summarize
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
 
@@ -234,6 +240,7 @@ def _run_simulate_serve(args) -> int:
     gpu = result.replica.gpu.name
     summary = summarize(result, slo=scenario.slo.to_slo(),
                         usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
+    require_completions(summary)
     r = result.replica
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
@@ -339,8 +346,12 @@ def _print_validation(args, kind: str, validate) -> int:
 
     with progress(args, f"predicting {kind} rows") as tick:
         report = validate(args.file, progress=tick)
-    return emit(args, f"validate_{kind}", report.to_json(), lambda: validation_report(report),
-                lambda: validation_summary(report))
+    emit(args, f"validate_{kind}", report.to_json(), lambda: validation_report(report),
+         lambda: validation_summary(report))
+    if not report.predicted_rows:  # every row failed: the reasons are printed above
+        raise InputError(f"no row of {args.file} could be predicted",
+                         fix="see each row's reason; validation/README.md has the schema")
+    return 0
 
 
 def _run_validate_training(args) -> int:

@@ -93,7 +93,11 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
     for done, row in enumerate(rows, 1):
         try:
             _check_width(row, len(reader.fieldnames))
-            results.append(predict(row, path.parent))
+            result = predict(row, path.parent)
+            if not (math.isfinite(result.predicted) and result.predicted > 0):
+                raise InputError(f"row {result.id!r}: the model gives no finite prediction > 0 "
+                                 f"(got {result.predicted!r}) for this metric")
+            results.append(result)
         except InfraplanError as exc:
             results.append(RowResult(id=row.get("id") or "?", predicted=None,
                                      published=_number(row.get("value")), error=str(exc)))

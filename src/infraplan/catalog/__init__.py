@@ -75,17 +75,17 @@ class Catalog:
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     catalog = Catalog(
-        accelerators=load_table(DATA_DIR / "accelerators.yaml", Accelerator, "accelerator"),
-        systems=load_table(DATA_DIR / "systems.yaml", System, "system"),
-        networks=load_table(DATA_DIR / "networks.yaml", Network, "network"),
-        storage=load_table(DATA_DIR / "storage.yaml", StorageTier, "storage tier"),
-        models=load_table(DATA_DIR / "models.yaml", ModelEntry, "model"),
+        accelerators=load_table(DATA_DIR / "accelerators.yaml", Accelerator, "accelerator", "gpus"),
+        systems=load_table(DATA_DIR / "systems.yaml", System, "system", "systems"),
+        networks=load_table(DATA_DIR / "networks.yaml", Network, "network", "networks"),
+        storage=load_table(DATA_DIR / "storage.yaml", StorageTier, "storage tier", "storage"),
+        models=load_table(DATA_DIR / "models.yaml", ModelEntry, "model", "models"),
         memory_overheads=load_table(DATA_DIR / "memory_overheads.yaml", Constant,
                                     "memory overhead"),
         calibration=load_table(DATA_DIR / "calibration.yaml", Calibration, "calibration"),
         measurements=load_table(DATA_DIR / "measurements.yaml", Measurement, "measurement")
         if (DATA_DIR / "measurements.yaml").is_file() else Table("measurement", []),
-        engines=load_table(DATA_DIR / "engines.yaml", Engine, "engine"),
+        engines=load_table(DATA_DIR / "engines.yaml", Engine, "engine", "engines"),
         reliability=load_table(DATA_DIR / "reliability.yaml", Constant, "reliability figure"),
     )
     catalog.check_references()

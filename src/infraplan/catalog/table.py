@@ -21,8 +21,9 @@ def _key(name: str) -> str:
 
 
 class Table(Generic[R]):
-    def __init__(self, kind: str, rows: list[R]):
+    def __init__(self, kind: str, rows: list[R], listing: str | None = None):
         self.kind = kind
+        self.listing = listing  # the `infraplan catalog` listing that prints the rows
         self._rows: dict[str, R] = {}
         self._index: dict[str, str] = {}
         for row in rows:
@@ -39,8 +40,9 @@ class Table(Generic[R]):
         key = _key(name)
         if key in self._index:
             return self._rows[self._index[key]]
-        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(),
-                               fix=f"run 'infraplan catalog' to list the {self.kind}s")
+        listing = f"run 'infraplan catalog {self.listing}' to list them" if self.listing \
+            else f"use a name from the catalog's {self.kind} table"
+        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(), fix=listing)
 
     def __contains__(self, name: str) -> bool:
         return _key(name) in self._index
@@ -58,7 +60,8 @@ class Table(Generic[R]):
         return [a for row in self._rows.values() for a in row.aliases]
 
 
-def load_table(path: Path, row_type: type[R], kind: str) -> Table[R]:
+def load_table(path: Path, row_type: type[R], kind: str,
+               listing: str | None = None) -> Table[R]:
     """Read a YAML list of rows; a bad row names the file, the row and the field."""
     try:
         raw = yaml.safe_load(path.read_text())
@@ -74,7 +77,7 @@ def load_table(path: Path, row_type: type[R], kind: str) -> Table[R]:
         except ValidationError as exc:
             raise InputError(f"{path.name}: {kind} {name!r}: {describe_validation(exc)}") \
                 from None
-    return Table(kind, rows)
+    return Table(kind, rows, listing)
 
 
 def describe_validation(exc: ValidationError) -> str:

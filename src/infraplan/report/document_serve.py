@@ -15,7 +15,7 @@ from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
-from infraplan.serving.metrics import latencies, summarize
+from infraplan.serving.metrics import latencies, require_completions, summarize
 from infraplan.serving.planner import stationary_stream as stream_at
 from infraplan.serving.planner import plan_serving, planning_rate, violations
 from infraplan.serving.simulate import simulate
@@ -40,6 +40,7 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None) -> dict
     result = simulate(dep, requests, base_dir=base_dir, arch=arch)
     price, note = _price(scenario, result.replica.gpu.name)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    require_completions(summary)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
             "label": "the scenario's deployment", "price_note": note}
 
@@ -47,8 +48,8 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None) -> dict
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     """The plan's chosen deployment under the traffic at the planning rate."""
     cand = plan.best
-    requests = generate(stream_at(scenario.traffic, plan.rate_per_s), seed=scenario.seed,
-                        base_dir=base_dir)
+    requests = generate(stream_at(scenario.traffic, plan.rate_per_s, base_dir=base_dir),
+                        seed=scenario.seed, base_dir=base_dir)
     result = simulate(cand.deployment, requests, resolved=cand.resolved)
     price, note = _price(scenario, result.replica.gpu.name)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
@@ -63,7 +64,7 @@ def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = N
     slo = scenario.slo.to_slo()
     points = []
     for f in fractions:
-        traffic = stream_at(scenario.traffic, rate_per_s * f)
+        traffic = stream_at(scenario.traffic, rate_per_s * f, base_dir=base_dir)
         n = min(traffic.num_requests or max_requests, max_requests)
         traffic = traffic.model_copy(update={"num_requests": n, "duration_s": None})
         requests = generate(traffic, seed=scenario.seed, base_dir=base_dir)

@@ -15,7 +15,7 @@ from infraplan.catalog.schema import RELEASE, Accelerator, Engine
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, load_model
 from infraplan.serving import trtllm_bench
-from infraplan.serving.lengths import SpecModel
+from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
 from infraplan.serving.quantization import activation_dtype, kv_format, weight_format
 from infraplan.serving.step_time import Speculation, StepModel, build_step_model
@@ -35,7 +35,7 @@ class Speculative(SpecModel):
     @model_validator(mode="after")
     def _draft_named(self):
         if self.method == "draft" and not self.draft_model:
-            raise ValueError("speculative.draft_model is required when method is 'draft'")
+            raise FieldError("draft_model", "is required when method is 'draft'")
         return self
 
 
@@ -69,8 +69,8 @@ class Deployment(SpecModel):
                                                                    "requests per batch")
     router: Literal["round_robin", "least_outstanding"] = "least_outstanding"
     speculative: Speculative | None = None
-    expert_imbalance: float = Field(default=1.0, ge=1.0, description="MoE: busiest expert's "
-                                                                     "load / mean load")
+    expert_imbalance: float = Field(default=1.0, ge=1.0, allow_inf_nan=False,
+                                    description="MoE: busiest expert's load / mean load")
     tuning: Literal["engine", "trtllm-bench"] = Field(
         default="engine", description="engine: the engine's default batch limits; "
                                       "trtllm-bench: sized from the request lengths as "
@@ -92,7 +92,7 @@ class Deployment(SpecModel):
     @model_validator(mode="after")
     def _static_needs_batch(self):
         if self.batching == "static" and self.batch_size is None:
-            raise ValueError("deployment.batch_size is required when batching is 'static'")
+            raise FieldError("batch_size", "is required when batching is 'static'")
         return self
 
     @property

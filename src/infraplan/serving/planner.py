@@ -17,14 +17,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, summarize
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import ArrivalSpec, TrafficSpec, generate, mean_rate_per_s, with_rate
+from infraplan.serving.traffic import (ArrivalSpec, Requests, TrafficSpec, generate,
+                                      mean_rate_per_s, with_rate)
 
 CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
+# The saturated run holds this many engine batches of requests, so that most completions
+# happen while a queue still waits (a full batch) rather than while the last batch drains.
+SATURATION_BATCHES = 4
+SATURATION_SAMPLE = 4096  # requests of the stream whose lengths the saturated run takes
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
 
 
@@ -36,6 +43,7 @@ class Candidate:
     reason: str | None = None  # why it was rejected
     resolved: ResolvedReplica | None = None  # its step model and memory plan, built once
     economics: dict | None = None  # a month of it: cost line items, energy, carbon
+    capacity_requests_per_s: float | None = None  # one replica, saturated (keeps_up)
 
     def describe(self) -> str:
         d = self.deployment
@@ -45,7 +53,8 @@ class Candidate:
     def to_json(self) -> dict:
         out = {"deployment": self.deployment.model_dump(), "describe": self.describe(),
                "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
-               else None, "rejected": self.reason, "economics_per_month": self.economics}
+               else None, "rejected": self.reason, "economics_per_month": self.economics,
+               "capacity_requests_per_s_per_replica": self.capacity_requests_per_s}
         if self.summary:
             s = self.summary
             out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
@@ -94,10 +103,16 @@ def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
     arrival = scenario.traffic.arrival
     if arrival.kind == "diurnal":
         return max(rate for _, rate in arrival.curve)
-    return mean_rate_per_s(scenario.traffic, base_dir=base_dir)
+    rate = mean_rate_per_s(scenario.traffic, base_dir=base_dir)
+    if not math.isfinite(rate):  # a trace whose requests all arrive at one instant
+        raise InputError("traffic.arrival: every request of the trace arrives at the same "
+                         "instant, so it has no rate to provision for",
+                         fix="set peak_rate_per_s, or use simulate serve for a batch")
+    return rate
 
 
-def stationary_stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
+def stationary_stream(traffic: TrafficSpec, rate: float, *,
+                      base_dir: Path | None = None) -> TrafficSpec:
     """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
     if traffic.arrival.kind == "diurnal":
         update = {"arrival": ArrivalSpec.model_validate({"kind": "poisson",
@@ -105,7 +120,7 @@ def stationary_stream(traffic: TrafficSpec, rate: float) -> TrafficSpec:
         if traffic.num_requests is None:  # a day-long duration: simulate a window instead
             update.update(num_requests=DIURNAL_WINDOW_REQUESTS, duration_s=None)
         return traffic.model_copy(update=update)
-    return with_rate(traffic, rate)
+    return with_rate(traffic, rate, base_dir=base_dir)  # a relative trace: the scenario's
 
 
 def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
@@ -125,6 +140,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     candidates, rejected = [], []
     seqs = space.max_num_seqs or (None,)
     sims = 0
+    stream = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
+                      seed=scenario.seed, base_dir=base_dir)  # its lengths size the capacity
     grid = list(itertools.product(space.gpus, space.tp, space.weight_dtypes, space.kv_dtypes,
                                   seqs))
     for step, (gpu, tp, wd, kv, ms) in enumerate(grid, 1):
@@ -140,13 +157,15 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
             cand.reason = exc.message
             rejected.append(cand)
             continue
-        replicas, summary, count, why = _fewest_replicas(scenario, resolved, rate, slo,
-                                                         space.max_replicas, price, base_dir)
-        sims += count
+        cand.capacity_requests_per_s = saturated_requests_per_s(resolved, stream)
+        replicas, summary, count, why = _fewest_replicas(
+            scenario, resolved, rate, slo, space.max_replicas, price, base_dir,
+            cand.capacity_requests_per_s)
+        sims += count + 1
         cand.deployment = dep.model_copy(update={"replicas": replicas or space.max_replicas})
         cand.summary = summary
         if replicas is None:
-            cand.reason = f"misses the SLOs even with {space.max_replicas} replicas: {why}"
+            cand.reason = why
             rejected.append(cand)
             continue
         cand.usd_per_hour = cand.deployment.num_gpus * price
@@ -200,27 +219,64 @@ def _within_budget(ranked: list[Candidate], rejected: list[Candidate], budget: f
 
 def _per_replica(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
                  base_dir) -> dict:
-    requests = generate(stationary_stream(scenario.traffic, rate / replicas),
+    requests = generate(stationary_stream(scenario.traffic, rate / replicas,
+                                          base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir)
     result = simulate(resolved.deployment, requests, resolved=resolved)
     return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
 
 
-def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir):
-    """(replicas, summary at that count, simulations run, last violation)."""
+def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> float:
+    """The most requests a second one replica completes on the stream's lengths.
+
+    The lengths (at least SATURATION_BATCHES batches of max_num_seqs, repeated if the
+    stream is shorter; at most SATURATION_SAMPLE of them) all arrive at t = 0. The rate
+    counts the completions from the first one to the moment the last request starts (its
+    first token): the engine runs full the whole time, past the start-up of the first batch
+    and before the last batch drains. A queue is stable only below this rate (utilisation
+    < 1, e.g. Kleinrock, Queueing Systems I, Sec. 2.1), whatever the SLOs."""
+    n = max(SATURATION_BATCHES * resolved.max_num_seqs, min(len(requests), SATURATION_SAMPLE))
+    batch = Requests(np.zeros(n), np.resize(requests.input_tokens, n),
+                     np.resize(requests.output_tokens, n))
+    res = simulate(resolved.deployment.model_copy(update={"replicas": 1}), batch,
+                   resolved=resolved)
+    finish = np.sort(res.finish_s[res.completed])
+    if finish.size == 0:
+        return 0.0
+    last_start = float(np.nanmax(res.first_token_s))
+    steady = int(np.count_nonzero((finish > finish[0]) & (finish <= last_start)))
+    if steady == 0:  # one batch held every request: its whole run is the measure
+        return finish.size / float(finish[-1])
+    return steady / (last_start - float(finish[0]))
+
+
+def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir,
+                     capacity: float):
+    """(replicas, summary at that count, simulations run, why none is enough)."""
+    if capacity <= 0:
+        return None, None, 0, "completes no request (see simulate serve)"
+    need = math.floor(rate / capacity) + 1  # the fewest replicas each loaded below capacity
+    if need > max_replicas:
+        return None, None, 0, (f"needs {need} replicas to keep up with {rate:.3g} requests/s "
+                               f"(one completes at most {capacity:.3g}/s), over max_replicas "
+                               f"{max_replicas}")
     count, summaries = 0, {}
 
     def ok(r: int) -> bool:
         nonlocal count
+        if r < need:
+            return False
         if r not in summaries:
             summaries[r] = _per_replica(scenario, resolved, rate, r, price, base_dir)
             count += 1
         return not violations(summaries[r], slo)
 
-    hi = 1
+    hi = need
     while not ok(hi):
         if hi >= max_replicas:
-            return None, summaries[hi], count, "; ".join(violations(summaries[hi], slo))
+            return None, summaries[hi], count, (f"misses the SLOs even with {max_replicas} "
+                                                "replicas: "
+                                                + "; ".join(violations(summaries[hi], slo)))
         hi = min(hi * 2, max_replicas)
     lo = hi // 2  # fails (or 0)
     while hi - lo > 1:
@@ -237,8 +293,8 @@ def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     (the even split is an approximation of a real router)."""
     sims = 0
     price = cand.usd_per_hour / cand.deployment.num_gpus
-    requests = generate(stationary_stream(scenario.traffic, rate), seed=scenario.seed,
-                        base_dir=base_dir)
+    requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
+                        seed=scenario.seed, base_dir=base_dir)
     for _ in range(4):
         summary = summarize(simulate(cand.deployment, requests, resolved=cand.resolved),
                             slo=slo, usd_per_gpu_hour=price)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from pydantic import Field, PositiveInt, field_validator
 
+from infraplan.catalog import load_catalog
+from infraplan.dtypes import canonical_dtype
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
-from infraplan.serving.quantization import kv_format
+from infraplan.serving.quantization import SERVING_WEIGHT_DTYPES, kv_format
 from infraplan.serving.traffic import TrafficSpec
 
 
@@ -38,6 +41,41 @@ class SearchSpace(SpecModel):
         default=None, description="default: the engine's")
     engine: str = "vllm"
     max_replicas: int = Field(default=64, ge=1, le=MAX_REPLICAS)
+
+    @field_validator("gpus")
+    @classmethod
+    def _known_gpus(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Canonical names, each once ('h100' and 'H100-SXM5' are one accelerator)."""
+        table = load_catalog().accelerators
+        out = []
+        for name in names:
+            try:
+                out.append(table.get(name).name)
+            except InputError as exc:
+                raise InputError(f"has {exc.message}", fix=exc.fix) from None
+        return tuple(dict.fromkeys(out))
+
+    @field_validator("weight_dtypes")
+    @classmethod
+    def _known_weight_formats(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for name in names:
+            try:
+                dtype = canonical_dtype(name)
+            except InputError:
+                dtype = None
+            if dtype not in SERVING_WEIGHT_DTYPES:
+                close = close_matches(str(name).lower(), SERVING_WEIGHT_DTYPES)
+                raise InputError(f"has {name!r}, not a serving weight format"
+                                 + (f"; did you mean {close[0]!r}?" if close else ""),
+                                 fix="use " + ", ".join(SERVING_WEIGHT_DTYPES))
+            out.append(dtype)
+        return tuple(dict.fromkeys(out))
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, name: str) -> str:
+        return load_catalog().engines.get(name).name
 
     @field_validator("kv_dtypes")
     @classmethod
@@ -80,9 +118,29 @@ class ServeScenario(SpecModel):
     seed: int = Field(default=0, ge=0)
 
     def _check(self) -> None:
+        table = load_catalog().accelerators
         for gpu, price in self.prices.items():
-            if price <= 0:
-                raise FieldError("prices", f"{gpu}: must be > 0 (got {price})")
+            if gpu not in table:
+                try:
+                    table.get(gpu)
+                except InputError as exc:
+                    raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
+            if not (math.isfinite(price) and price > 0):
+                raise FieldError("prices", f"{gpu}: must be a finite number > 0 (got {price})",
+                                 fix="give USD per GPU-hour, e.g. prices: {h100: 2.5}")
+
+    @classmethod
+    def model_validate(cls, obj, **kwargs):  # type: ignore[override]
+        """Also check the deployment's keys when the file is read (outside pydantic, so
+        its errors keep their own path: deployment.<key>)."""
+        scenario = super().model_validate(obj, **kwargs)
+        if scenario.deployment is not None:
+            if "model" in scenario.deployment:
+                raise InputError("deployment.model is not a key: the deployment serves the "
+                                 f"scenario's model ({scenario.model!r})",
+                                 fix="remove deployment.model, or change the top-level model")
+            scenario.deployment_spec()
+        return scenario
 
     def price_per_gpu_hour(self, gpu: str) -> float:
         """The scenario's price for an accelerator (keys may be aliases), else the catalog's

@@ -118,11 +118,31 @@ def deployment_for_row(row: dict) -> Deployment:
         tuning="trtllm-bench" if bench else "engine"))
 
 
+# A cell's own name in messages that name a simulator field (the CSV has no "traffic.")
+_COLUMN_OF = {"traffic.num_requests": "num_requests", "traffic.input.value": "input_len",
+              "traffic.output.value": "output_len", "traffic.arrival.rate_per_s": "rate_per_s",
+              "deployment.batch_size": "batch", "deployment.": ""}
+
+
+def _in_columns(row: dict, exc: InputError) -> InputError:
+    message = exc.message
+    for path, column in _COLUMN_OF.items():
+        message = message.replace(path, column)
+    prefix = f"row {row.get('id')!r}: "
+    return InputError(message if message.startswith(prefix) else prefix + message, fix=exc.fix)
+
+
 def predict_row(row: dict, base_dir: Path) -> RowResult:
     metric = row_metric(row, METRICS)
     published = row_float(row, "value", required=True)
-    dep = deployment_for_row(row)
-    result = simulate(dep, requests_for_row(row), base_dir=base_dir)
+    if metric.startswith(("tpot", "itl")) and row_int(row, "output_len", required=True) < 2:
+        raise InputError(f"row {row['id']!r}: {metric} needs output_len >= 2 (a one-token "
+                         "answer has no time per output token)")
+    try:
+        dep, requests = deployment_for_row(row), requests_for_row(row)
+    except InputError as exc:
+        raise _in_columns(row, exc) from None
+    result = simulate(dep, requests, base_dir=base_dir)
     summary = summarize(result)
     if metric in THROUGHPUT_METRICS:
         predicted = summary["throughput"][THROUGHPUT_METRICS[metric]]

@@ -1,0 +1,172 @@
+"""What a serving scenario is checked for when it is read and planned: names, bounds,
+context lengths, overload without SLOs. Each case below was accepted silently, crashed, or
+gave a misleading answer before (the audit of 2026-11-24)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import yaml
+
+from infraplan.cli import main
+from infraplan.errors import InputError
+from infraplan.serving.deployment import Deployment, resolve
+from infraplan.serving.metrics import summarize
+from infraplan.serving.planner import plan_serving, saturated_requests_per_s
+from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests
+
+TRAFFIC = {"arrival": {"kind": "poisson", "rate_per_s": 5}, "num_requests": 40,
+           "input": {"kind": "fixed", "value": 200}, "output": {"kind": "fixed", "value": 20}}
+PLAN = {"model": "llama-3.1-8b", "traffic": TRAFFIC,
+        "search": {"gpus": ["h100"], "tp": [1], "weight_dtypes": ["fp8"], "max_replicas": 4}}
+SIMULATE = {"model": "llama-3.1-8b", "traffic": TRAFFIC, "deployment": {"gpu": "h100"}}
+
+
+def _with(base: dict, **changes) -> dict:
+    raw = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        node, *path, leaf = [raw, *dotted.split("__")]
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return raw
+
+
+def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main([*command, str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+@pytest.mark.parametrize("command, raw, fragment", [
+    (("plan", "serve"), _with(PLAN, search__gpus=["h1000"]),
+     "search.gpus has unknown accelerator 'h1000'; did you mean 'h100'"),
+    (("plan", "serve"), _with(PLAN, search__weight_dtypes=["fp9"]),
+     "search.weight_dtypes has 'fp9', not a serving weight format; did you mean 'fp8'?"),
+    (("plan", "serve"), _with(PLAN, search__engine="vlm"), "unknown engine 'vlm'"),
+    (("plan", "serve"), _with(PLAN, prices={"h10": 2.0}),
+     "prices has unknown accelerator 'h10'"),
+    (("plan", "serve"), _with(PLAN, prices={"h100": float("nan")}),
+     "scenario.prices.h100 must be a finite number (got nan)"),
+    (("plan", "serve"), _with(PLAN, deployment={"gpu": "h100", "replicaz": 2}),
+     "deployment.replicaz is not a known key; did you mean 'replicas'?"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__model="llama-3.1-70b"),
+     "deployment.model is not a key: the deployment serves the scenario's model"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__kv_policy="reserv"),
+     "kv_policy must be one of 'on_demand', 'reserve' (got 'reserv'); did you mean 'reserve'?"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__batching="static"),
+     "error: deployment.batch_size is required when batching is 'static'"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__expert_imbalance=float("inf")),
+     "deployment.expert_imbalance must be a finite number"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__replicas=True),
+     "replicas must be a number, not a true/false value"),
+    (("simulate", "serve"), _with(SIMULATE, traffic__input={"kind": "uniform", "low": 1,
+                                                           "high": 10**19}),
+     "traffic.input.high must be <= 1000000000"),
+    (("simulate", "serve"), _with(SIMULATE, traffic__arrival__rate_per_s=1e-306),
+     "traffic.arrival: the requests would arrive over"),
+    (("simulate", "serve"), _with(SIMULATE, traffic__input__value=200_000),
+     "no request completed: 40 prompt + output longer than the model's 131,072-token "
+     "context"),
+])
+def test_bad_serving_scenarios_name_the_field(tmp_path, capsys, command, raw, fragment):
+    code, _, err = _run(tmp_path, capsys, raw, *command)
+    assert code == 2 and fragment in err, err
+
+
+def test_gpu_aliases_are_one_candidate():
+    scenario = ServeScenario.model_validate(_with(PLAN, search__gpus=["h100", "H100-SXM5"]))
+    assert scenario.search.gpus == ("h100-sxm5-80gb",)
+
+
+def test_a_relative_trace_is_read_beside_the_scenario_from_any_folder(tmp_path, capsys,
+                                                                    monkeypatch):
+    (tmp_path / "trace.csv").write_text("arrival_s,input_len,output_len\n" + "".join(
+        f"{i * 0.1:.1f},200,20\n" for i in range(100)))
+    raw = _with(PLAN, traffic={"arrival": {"kind": "trace", "path": "trace.csv"}})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "trace.csv").write_text("arrival_s,input_len,output_len\n0,10,10\n1000,10,10\n")
+    outputs = []
+    for folder in (tmp_path, elsewhere):
+        monkeypatch.chdir(folder)
+        code, out, err = _run(tmp_path, capsys, raw, "plan", "serve", "--json")
+        assert code == 0, err
+        data = yaml.safe_load(out)
+        outputs.append((data["planning_rate_per_s"], data["best"]["output_tokens_per_s"],
+                        data["simulations"]))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] == pytest.approx(100 / 9.9)
+
+
+def test_a_trace_arriving_at_one_instant_asks_for_a_rate(tmp_path, capsys):
+    (tmp_path / "trace.csv").write_text("arrival_s,input_len,output_len\n0,200,20\n0,200,20\n")
+    raw = _with(PLAN, traffic={"arrival": {"kind": "trace", "path": "trace.csv"}})
+    code, _, err = _run(tmp_path, capsys, raw, "plan", "serve")
+    assert code == 2 and "arrives at the same instant" in err and "peak_rate_per_s" in err
+
+
+def test_a_trace_naming_a_column_twice_is_refused(tmp_path, capsys):
+    (tmp_path / "trace.csv").write_text("arrival_s,input_len,input_len,output_len\n0,1,2,3\n")
+    raw = _with(SIMULATE, traffic={"arrival": {"kind": "trace", "path": "trace.csv"}})
+    code, _, err = _run(tmp_path, capsys, raw, "simulate", "serve")
+    assert code == 2 and "the header names input_len twice" in err
+
+
+def test_an_impossible_slo_exits_2_after_saying_why_each_configuration_lost(tmp_path, capsys):
+    code, out, err = _run(tmp_path, capsys, _with(PLAN, slo={"ttft_p99_s": 1e-6}),
+                          "plan", "serve")
+    assert code == 2 and "no configuration meets the SLOs at 5 requests/s" in err
+    assert "rejected:" in out and "p99 TTFT" in out
+
+
+def test_vllm_refuses_requests_longer_than_the_context_and_tensorrt_llm_does_not():
+    arch_ctx = 131_072
+    requests = Requests(np.zeros(3), [1000, arch_ctx - 10, arch_ctx - 5], [10, 10, 10])
+    for engine, dropped in (("vllm", {2}), ("tensorrt-llm", set())):
+        result = simulate(Deployment(model="llama-3.1-8b", gpu="h100", engine=engine,
+                                     weight_dtype="fp8"), requests)
+        assert set(result.dropped) == dropped, engine
+        reasons = summarize(result)["dropped_by_reason"]
+        if dropped:
+            assert reasons == {"prompt + output longer than the model's 131,072-token "
+                               "context": 1}
+
+
+def test_the_saturated_rate_separates_stable_from_overloaded_queues():
+    """Below the estimated capacity a long Poisson run keeps up with its arrivals; above it
+    the completions fall behind."""
+    dep = Deployment(model="llama-3.1-8b", gpu="l4", weight_dtype="fp8")
+    resolved = resolve(dep)
+    n = 2000
+    lengths = np.full(n, 800), np.full(n, 150)
+    capacity = saturated_requests_per_s(resolved, Requests(np.zeros(n), *lengths))
+    for load, keeps_up in ((0.8, True), (1.25, False)):
+        rate = load * capacity
+        arrivals = np.cumsum(np.random.default_rng(0).exponential(1 / rate, n))
+        served = summarize(simulate(dep, Requests(arrivals, *lengths), resolved=resolved))
+        achieved = served["throughput"]["requests_per_s"]
+        assert (achieved >= 0.95 * rate) == keeps_up, (load, achieved, rate)
+        assert (served["ttft_s"]["p99"] < 5.0) == keeps_up
+
+
+def test_without_slos_the_plan_still_keeps_up_with_the_traffic():
+    """Before, the cheapest single L40S was chosen for 5x the load it can serve."""
+    raw = {"model": "llama-3.1-8b",
+           "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 20}, "num_requests": 200,
+                       "input": {"kind": "fixed", "value": 1000},
+                       "output": {"kind": "fixed", "value": 250}},
+           "search": {"gpus": ["l40s"], "tp": [1], "weight_dtypes": ["bf16"]}}
+    plan = plan_serving(ServeScenario.model_validate(raw))
+    best = plan.best
+    assert best.deployment.replicas * best.capacity_requests_per_s > 20
+    assert (best.deployment.replicas - 1) * best.capacity_requests_per_s <= 20
+    with pytest.raises(InputError):  # the checks run whatever builds the scenario
+        ServeScenario.model_validate(_with(raw, search__gpus=["l40"]))
