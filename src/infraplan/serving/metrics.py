@@ -71,8 +71,8 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
         if slo.e2e_p99_s is not None:
             met &= lat["e2e_s"] <= slo.e2e_p99_s
     mem = res.replica.memory
-    replicas = len(res.busy_s)
-    capacity = mem.kv_blocks * replicas
+    engines = len(res.busy_s)  # pp per replica with pipeline stages
+    capacity = res.engine_kv_blocks * engines
     gpus = res.deployment.num_gpus
     summary = {
         "requests": len(req), "completed": n_done, "dropped": len(res.dropped),
@@ -88,8 +88,9 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
         "slo_attainment": float(met.mean()) if n_done else 0.0,
         "kv_cache": {"capacity_tokens": mem.kv_tokens, "block_size": mem.block_size,
                      "mean_utilization": float(res.block_seconds.sum() / (capacity * makespan)),
-                     "peak_utilization": float(res.peak_blocks.max() / mem.kv_blocks)},
-        "gpu_busy_fraction": float(res.busy_s.sum() / (replicas * makespan)),
+                     "peak_utilization": float(res.peak_blocks.max() / res.engine_kv_blocks)},
+        # an engine's step keeps one of its replica's pp stages busy at a time
+        "gpu_busy_fraction": float(res.busy_s.sum() / (engines * makespan)),
         "steps": res.steps, "num_gpus": gpus,
         "simulated_requests_per_wall_s": len(req) / max(res.wall_s, 1e-9),
     }

@@ -235,7 +235,9 @@ def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> f
     first token): the engine runs full the whole time, past the start-up of the first batch
     and before the last batch drains. A queue is stable only below this rate (utilisation
     < 1, e.g. Kleinrock, Queueing Systems I, Sec. 2.1), whatever the SLOs."""
-    n = max(SATURATION_BATCHES * resolved.max_num_seqs, min(len(requests), SATURATION_SAMPLE))
+    engines = resolved.deployment.pp  # a pipeline runs pp engines (simulate.py)
+    n = max(SATURATION_BATCHES * resolved.max_num_seqs * engines,
+            min(len(requests), SATURATION_SAMPLE))
     batch = Requests(np.zeros(n), np.resize(requests.input_tokens, n),
                      np.resize(requests.output_tokens, n))
     res = simulate(resolved.deployment.model_copy(update={"replicas": 1}), batch,

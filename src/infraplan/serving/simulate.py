@@ -33,6 +33,7 @@ class SimResult:
     peak_blocks: np.ndarray  # per replica
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     wall_s: float = 0.0
+    engine_kv_blocks: int = 0  # the cache blocks one engine holds (a replica's / pp)
 
     @property
     def completed(self) -> np.ndarray:
@@ -52,16 +53,21 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
     book = RequestBook(requests.input_tokens.tolist(), requests.output_tokens.tolist())
     n = len(requests)
     replica_of = np.zeros(n, dtype=np.int32)
+    engine_kv_blocks = r.memory.kv_blocks
     if dep.batching == "static":
         engines = [_static(r, requests, book)]
     else:
-        engines = [Replica(r.step, kv_blocks=r.memory.kv_blocks,
+        # Pipeline stages keep pp batches in flight: pp engines per replica, each with its
+        # own scheduler and 1/pp of the cache, as vLLM's virtual engines (its V0 Scheduler
+        # divides num_gpu_blocks by pipeline_parallel_size), routed like replicas.
+        engine_kv_blocks = r.memory.kv_blocks // dep.pp
+        engines = [Replica(r.step, kv_blocks=engine_kv_blocks,
                            block_size=r.memory.block_size, max_num_seqs=r.max_num_seqs,
                            max_num_batched_tokens=r.max_num_batched_tokens,
                            chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy,
                            requests=book, max_model_len=r.arch.max_position_embeddings
                            if r.engine.rejects_beyond_model_context else None)
-                   for _ in range(dep.replicas)]
+                   for _ in range(dep.replicas * dep.pp)]
         arrivals = requests.arrival_s.tolist()
         for first in range(0, n, PROGRESS_CHUNK):
             _route(engines, arrivals, dep.router, replica_of, first, min(n, first + PROGRESS_CHUNK))
@@ -78,7 +84,8 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
                      busy_s=np.array([e.busy_s for e in engines]),
                      block_seconds=np.array([e.block_seconds for e in engines]),
                      peak_blocks=np.array([e.peak_used for e in engines]),
-                     timeline=timeline, wall_s=time.perf_counter() - start)
+                     timeline=timeline, wall_s=time.perf_counter() - start,
+                     engine_kv_blocks=engine_kv_blocks)
 
 
 PROGRESS_CHUNK = 1 << 15  # requests routed between two progress reports

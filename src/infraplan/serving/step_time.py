@@ -252,13 +252,12 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
         * _kv_read_cost(decode_kv_reads, dev.memory_bytes_per_s, gpu.l2_bandwidth_bytes_per_s)
     decode = max(kv_bytes / dev.memory_bytes_per_s, pair_flops / dev16.attention_flops)
     if pp > 1:
-        # Pipeline parallel serving (vLLM, TensorRT-LLM): each stage runs 1/pp of the
-        # layers and keeps pp batches in flight, so a step of the engine takes one stage's
-        # time plus the activations' send to the next stage. A throughput model: per-token
-        # latency is really pp stage times, which this under-states.
+        # Pipeline-parallel serving: a batch passes the pp stages in turn, each running 1/pp
+        # of the layers, so its step is the whole model's time plus pp - 1 sends of its
+        # activations to the next stage. The stages overlap across batches: the engine keeps
+        # pp batches in flight (vLLM's virtual engines; simulate.py runs pp engines).
         same_node = tp * pp <= fab.gpus_per_node
-        linear = linear / pp + send_recv(tokens * h * act, same_node, fab) * (tokens > 0)
-        head, decode, pair_flops = head / pp, decode / pp, pair_flops / pp
+        linear = linear + (pp - 1) * send_recv(tokens * h * act, same_node, fab) * (tokens > 0)
     return StepModel(linear_s=linear.tolist(), head_s=head.tolist(),
                      prefill_s_per_pair=pair_flops / dev16.attention_flops,
                      decode_s_per_token=decode, overhead_s=overhead_s,
