@@ -7,6 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from infraplan.cli_serve import run_plan_serve, run_simulate_serve
 from infraplan.errors import InputError
 from infraplan.report.output import add_output_flags, emit, progress
 
@@ -181,37 +182,7 @@ def _add_plan(sub) -> None:
     _kind_command(kinds, "serve", "serving: the cheapest deployment that meets the SLOs",
                   "Compare accelerators, TP, precision and batch limits for a serving "
                   "scenario; simulate each and find the fewest replicas that meet its SLOs.",
-                  "scenario", "serving scenario YAML (see examples/)", _run_plan_serve)
-
-
-def _load_serve(path):
-    from pathlib import Path
-
-    from infraplan.serving.scenario import ServeScenario
-    from infraplan.workloads import load_scenario
-
-    return load_scenario(path, ServeScenario), Path(path).parent
-
-
-def _run_plan_serve(args) -> int:
-    from infraplan.report.serving import plan_report
-    from infraplan.serving.planner import plan_serving
-
-    scenario, base = _load_serve(args.scenario)
-    with progress(args, "simulating configurations") as tick:
-        plan = plan_serving(scenario, base_dir=base, progress=tick)
-    name = scenario.name or scenario.model
-    best = plan.best
-    emit(args, "plan_serve", dict(model=scenario.model, **plan.to_json()),
-         lambda: plan_report(name, plan),
-         lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
-         if best else "no configuration meets the SLOs")
-    if best is None:  # an impossible plan: the output above says why each one lost
-        raise InputError(f"no configuration meets the SLOs at {plan.rate_per_s:.3g} "
-                         f"requests/s ({len(plan.rejected)} rejected)",
-                         fix="relax the SLOs, raise search.max_replicas or allow other "
-                             "accelerators, TP degrees or formats")
-    return 0
+                  "scenario", "serving scenario YAML (see examples/)", run_plan_serve)
 
 
 def _add_simulate(sub) -> None:
@@ -219,39 +190,11 @@ def _add_simulate(sub) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "serve", "serving: latency, throughput, KV use, cost",
                   "Simulate the scenario's deployment under its traffic.", "scenario",
-                  "serving scenario YAML (see examples/)", _run_simulate_serve)
+                  "serving scenario YAML (see examples/)", run_simulate_serve)
     _kind_command(kinds, "train", "training run: failures, spot, checkpoints (Monte-Carlo)",
                   "Plan the scenario, then draw its best plan's run many times per pricing "
                   "strategy: wall time, goodput and cost as distributions.", "scenario",
                   "training scenario YAML with an optional run: section", _run_simulate_train)
-
-
-def _run_simulate_serve(args) -> int:
-    from infraplan.report.serving import simulation_report
-    from infraplan.serving.metrics import require_completions, summarize
-    from infraplan.serving.simulate import simulate
-    from infraplan.serving.traffic import generate
-
-    scenario, base = _load_serve(args.scenario)
-    dep = scenario.deployment_spec()
-    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
-    with progress(args, "simulating requests") as tick:
-        result = simulate(dep, requests, base_dir=base, progress=tick)
-    gpu = result.replica.gpu.name
-    summary = summarize(result, slo=scenario.slo.to_slo(),
-                        usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
-    require_completions(summary)
-    r = result.replica
-    describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
-                f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
-                f"{r.max_num_batched_tokens}")
-    data = {**summary, "deployment": dep.model_dump(),
-            "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
-    return emit(args, "simulate_serve", data,
-                lambda: simulation_report(scenario.name or scenario.model, describe, summary),
-                lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
-                f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
-                f"{summary['tpot_s']['p99']:.3g} s, {summary['slo_attainment']:.1%} within SLOs")
 
 
 def _run_simulate_train(args) -> int:
@@ -396,6 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `infraplan catalog gpus | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: nothing half-written (outputs are atomic)
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -218,3 +218,15 @@ def test_console_script_exits_2_without_traceback():
     assert result.returncode == 2
     assert result.stderr.startswith("error: unknown accelerator 'nope'")
     assert "Traceback" not in result.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
+    """A KeyboardInterrupt during a long command printed a full traceback."""
+    import infraplan.training.plan_train as plan_train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan_train, "plan_training", interrupted)
+    code, out, err = run(capsys, "plan", "train", str(ROOT / "examples" / "train-llama-3.1-70b.yaml"))
+    assert (code, out, err) == (130, "", "interrupted\n")
