@@ -142,15 +142,18 @@ def test_serving_numbers_are_the_cli_numbers(serve_report):
     assert sweep[0]["rate_per_s"] == pytest.approx(0.25 * plan.rate_per_s)
 
 
+OLD_REPORT = "<title>last week: infraplan report</title>"  # what an earlier run wrote
+
+
 def test_atomic_write(tmp_path, monkeypatch):
     require("plotly")
     import infraplan.report.html as report_html
 
     out = tmp_path / "report.html"
-    out.write_text("old report")
+    out.write_text(OLD_REPORT)
     with pytest.raises(InputError):
         report_html.write_report(tmp_path / "missing.yaml", out)
-    assert out.read_text() == "old report"
+    assert out.read_text() == OLD_REPORT
 
     def broken(_, progress=None):
         raise RuntimeError("planner crashed half-way")
@@ -158,7 +161,7 @@ def test_atomic_write(tmp_path, monkeypatch):
     monkeypatch.setattr(report_html, "render_report", broken)
     with pytest.raises(RuntimeError):
         report_html.write_report(TRAIN, out)
-    assert out.read_text() == "old report"
+    assert out.read_text() == OLD_REPORT
 
     monkeypatch.setattr(report_html, "render_report", lambda _, progress=None: "<html>new</html>")
     report_html.write_report(TRAIN, out)
@@ -169,12 +172,44 @@ def test_atomic_write(tmp_path, monkeypatch):
         report_html.write_atomic(tmp_path / "nope" / "r.html", "x")
 
 
+def test_report_never_replaces_what_is_not_a_report(tmp_path, monkeypatch):
+    """`report -o` replaced the scenario itself, notes, pipes and links' targets; a private
+    report became world-readable."""
+    import os
+
+    import infraplan.report.html as report_html
+
+    monkeypatch.setattr(report_html, "render_report", lambda _, progress=None:
+                        "<title>new: infraplan report</title>")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TRAIN.read_text())
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    link = tmp_path / "link.html"
+    link.symlink_to(tmp_path / "target.html")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for out, why in ((scenario, "is not an infraplan report"),
+                     (notes, "is not an infraplan report"),
+                     (link, "link, device or pipe"), (pipe, "link, device or pipe")):
+        with pytest.raises(InputError, match=why):
+            report_html.write_report(scenario, out)
+    assert scenario.read_text() == TRAIN.read_text() and notes.read_text() == "mine"
+    assert link.is_symlink() and not (tmp_path / "target.html").exists()
+    private = tmp_path / "private.html"
+    private.write_text(OLD_REPORT)
+    private.chmod(0o600)
+    report_html.write_report(scenario, private)
+    assert private.read_text().startswith("<title>new")
+    assert private.stat().st_mode & 0o777 == 0o600
+
+
 @pytest.mark.parametrize("text, match", [
     ("model: x\nhardware: {gpu: h100}\ntraining: {seq_len: 10}\n", "memory scenario"),
     ("model: x\nfoo: 1\n", "neither a training scenario"),
     ("- a\n- b\n", "expected a mapping"),
     ("model: [unclosed\n", "not valid YAML"),
-    ("", "expected a mapping"),
+    ("", "s.yaml is empty"),
 ])
 def test_not_a_scenario(tmp_path, text, match):
     from infraplan.report.document import build_document
@@ -249,7 +284,7 @@ def test_a_failed_write_keeps_the_old_report_and_is_an_input_error(tmp_path, mon
     import infraplan.report.html as report_html
 
     out = tmp_path / "report.html"
-    out.write_text("old report")
+    out.write_text(OLD_REPORT)
 
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -257,5 +292,5 @@ def test_a_failed_write_keeps_the_old_report_and_is_an_input_error(tmp_path, mon
     monkeypatch.setattr(report_html.os, "replace", full)
     with pytest.raises(InputError, match="cannot write .*No space left on device"):
         report_html.write_atomic(out, "<html>new</html>")
-    assert out.read_text() == "old report"
+    assert out.read_text() == OLD_REPORT
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from functools import lru_cache
 from html import escape
@@ -206,19 +207,39 @@ def _umask() -> int:
     return mask
 
 
+# What marks a file this module wrote: only such a file is replaced without asking.
+REPORT_MARK = "infraplan report</title>"
+
+
 def check_output(path: str | Path) -> Path:
     """The folder `path` would be written in; an InputError if `path` cannot be a new file
-    there (a missing folder, a directory)."""
+    there (a missing folder, a directory) or names something that is not an earlier report
+    (the scenario itself, a notes file, a device, a pipe, a symbolic link): replacing it
+    would destroy what the user saved."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
-    is_dir, _ = probe_path(path, "output", fix="give another -o path")
+    is_dir, is_file = probe_path(path, "output", fix="give another -o path")
     if is_dir:
         raise InputError(f"output {str(path)!r} is a directory, not a file",
                          fix=f"give a file path, e.g. -o {str(path / 'report.html')!r}")
+    if path.is_symlink() or (path.exists() and not is_file):
+        raise InputError(f"output {str(path)!r} is a link, device or pipe, not a file",
+                         fix="give the report a path of its own")
+    if is_file and not _is_report(path):
+        raise InputError(f"output {str(path)!r} exists and is not an infraplan report; it "
+                         "is left as it is", fix="give a new -o path, or move the file away")
     if not folder.is_dir():
         raise InputError(f"output folder {str(folder)!r} does not exist",
                          fix="create it or give another -o path")
     return folder
+
+
+def _is_report(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return REPORT_MARK in handle.read(4096)
+    except OSError:
+        return False
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
@@ -231,7 +252,9 @@ def write_atomic(path: str | Path, text: str) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is not
+        # mkstemp makes it private; a report is not, and a replaced one keeps its mode
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode) if path.is_file()
+                 else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
