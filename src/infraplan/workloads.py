@@ -55,6 +55,16 @@ class Parallelism(_Spec):
                                       description="with full: share of each stage's layers "
                                                   "recomputed, the rest selective")
 
+    @model_validator(mode="after")
+    def _knobs_that_apply(self):
+        if "recompute_fraction" in self.model_fields_set and self.recompute != "full":
+            raise ValueError("recompute_fraction applies only with recompute: full (it would "
+                             "be ignored)")
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel splits activations over the tensor-parallel "
+                             "ranks: it needs tp > 1")
+        return self
+
 
 class Training(_Spec):
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, description="tokens per sequence")
@@ -77,6 +87,15 @@ class FineTune(_Spec):
     lora_targets: tuple[str, ...] = Field(
         default=("all-linear",), description="groups (attention, mlp, all-linear) or module "
                                             "names (q_proj, v_proj, ...)")
+
+    @model_validator(mode="after")
+    def _adapters_need_lora(self):
+        given = {"lora_rank", "lora_targets"} & self.model_fields_set
+        if given and self.method == "full":
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ValueError(f"{' and '.join(sorted(given))} {verb} only with method lora or "
+                             "qlora (it would be ignored)")
+        return self
 
 
 class MemoryScenario(_Spec):
@@ -275,6 +294,13 @@ class Pins(_Spec):
     recompute: Literal["none", "selective", "full", "auto"] | None = None
     sequence_parallel: bool | None = None
     tp_comm_overlap: bool | None = None
+
+    @model_validator(mode="after")
+    def _sequence_parallel_needs_tp(self):
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel splits activations over the tensor-parallel "
+                             "ranks: it needs tp > 1")
+        return self
 
 
 class Constraints(_Spec):

@@ -230,3 +230,22 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
     monkeypatch.setattr(plan_train, "plan_training", interrupted)
     code, out, err = run(capsys, "plan", "train", str(ROOT / "examples" / "train-llama-3.1-70b.yaml"))
     assert (code, out, err) == (130, "", "interrupted\n")
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--recompute-fraction", "0.5"], "recompute_fraction applies only with recompute: full"),
+    (["--lora-rank", "8"], "lora_rank applies only with method lora or qlora"),
+    (["--sequence-parallel"], "sequence_parallel splits activations over the tensor-parallel "
+                              "ranks: it needs tp > 1"),
+])
+def test_memory_flags_that_would_be_ignored_are_refused(capsys, flags, fragment):
+    code, _, err = run(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100", *flags)
+    assert code == 2 and fragment in err
+
+
+def test_a_pinned_sequence_parallel_needs_tensor_parallel():
+    from infraplan.workloads import Pins
+
+    with pytest.raises(ValueError, match="it needs tp > 1"):
+        Pins.model_validate({"tp": 1, "sequence_parallel": True})
+    assert Pins.model_validate({"tp": 2, "sequence_parallel": True}).sequence_parallel
