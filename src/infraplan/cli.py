@@ -159,7 +159,10 @@ def _add_model(sub) -> None:
 
 def _run_model(args) -> int:
     from infraplan.report.model import model_summary
+    from infraplan.workloads import MAX_SEQ_LEN
 
+    if args.seq_len > MAX_SEQ_LEN:  # the same bound as a scenario's seq_len
+        raise InputError(f"--seq-len must be <= {MAX_SEQ_LEN:,} (got {args.seq_len:,})")
     summary = model_summary(args.name, args.seq_len)
     return emit(args, "model", summary, lambda: summary["text"])
 

@@ -249,3 +249,9 @@ def test_a_pinned_sequence_parallel_needs_tensor_parallel():
     with pytest.raises(ValueError, match="it needs tp > 1"):
         Pins.model_validate({"tp": 1, "sequence_parallel": True})
     assert Pins.model_validate({"tp": 2, "sequence_parallel": True}).sequence_parallel
+
+
+def test_model_seq_len_is_bounded_like_a_scenario(capsys):
+    """A 25-digit --seq-len printed FLOP counts with 20 digits instead of an error."""
+    code, _, err = run(capsys, "model", "llama-3.1-8b", "--seq-len", "1" + "0" * 24)
+    assert code == 2 and "--seq-len must be <= 134,217,728" in err
