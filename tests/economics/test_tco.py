@@ -155,3 +155,42 @@ def test_unknown_server_and_region_have_close_matches():
     with pytest.raises(UnknownNameError) as info:
         onprem_cost("dgx-h100", 0.5, electricity_region="virgina")
     assert "'virginia'" in str(info.value)
+
+
+@pytest.mark.parametrize("call, option, bound", [
+    (lambda: onprem_cost("dgx-h100", 0.7, amortization_years=1e-320),
+     "amortization_years (tco --years)", "between 0.25 and 30 (got 1e-320)"),
+    (lambda: onprem_cost("dgx-h100", 0.7, amortization_years=31),
+     "amortization_years (tco --years)", "between 0.25 and 30 (got 31)"),
+    (lambda: onprem_cost("dgx-h100", 1e-300), "utilization (tco --utilization)",
+     "between 0.01 and 1 (got 1e-300)"),
+    (lambda: onprem_cost("dgx-h100", 0.005), "utilization (tco --utilization)",
+     "between 0.01 and 1 (got 0.005)"),
+    (lambda: buy_vs_rent("dgx-h100", 0.7, 1e308), "rent_usd_per_gpu_hour (tco --rent)",
+     "between 0 and 1,000 (got 1e+308)"),
+])
+def test_out_of_range_life_utilization_and_rent_are_refused(call, option, bound):
+    """--years 1e-320 printed '$inf a year' and a payoff 'after the assumed 9.99989e-321-year
+    life'; --utilization 1e-300 and --rent 1e308 printed 300-digit figures."""
+    with pytest.raises(InputError) as info:
+        call()
+    assert str(info.value).startswith(f"{option} must be {bound}. To fix: give ")
+
+
+def test_the_ends_of_the_ranges_are_accepted():
+    assert onprem_cost("dgx-h100", 0.01, amortization_years=0.25).amortization_years == 0.25
+    assert onprem_cost("dgx-h100", 1.0, amortization_years=30).utilization == 1.0
+    assert buy_vs_rent("dgx-h100", 0.7, 1000.0).months == pytest.approx(
+        270_000 / (8 * 0.7 * HOURS_PER_MONTH * 1000.0
+                   - onprem_cost("dgx-h100", 0.7).running_usd_per_month))
+
+
+def test_an_unknown_region_names_the_option_tco_has():
+    """The hint said 'or give usd_per_kwh directly', an option `tco` does not have."""
+    with pytest.raises(UnknownNameError) as info:
+        onprem_cost("dgx-h100", 0.7, electricity_region="us-east-1")
+    assert "with tco --region; from Python, onprem_cost(usd_per_kwh=...) sets the price " \
+           "directly" in str(info.value)
+    assert "or give usd_per_kwh directly" not in str(info.value)
+    with pytest.raises(UnknownNameError, match="To fix: use --region"):
+        electricity_price("us-east-1", fix="use --region")

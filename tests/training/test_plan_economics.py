@@ -83,3 +83,43 @@ def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
         plan_training(_scenario(objective="cost"))
     priced = plan_training(_scenario(objective="cost", prices={"h100": 2.0, "a100": 1.0}))
     assert priced.best[0].economics["usd_per_gpu_hour"] in (2.0, 1.0)
+
+
+def _mistral(constraints: dict, counts=(8, 64), objective="time") -> TrainScenario:
+    return TrainScenario.model_validate({
+        "model": "mistral-7b", "top": 1, "prices": {"h100": 2.74}, "objective": objective,
+        "training": {"tokens": 1.25e10, "global_batch": 64, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": list(counts)}, "constraints": constraints})
+
+
+def test_impossible_limits_blame_only_the_limit_no_plan_meets():
+    """A 30-day deadline and 100,000 GPU-hours are met by every plan; only $100 is not. The
+    error listed all three, the met ones 'missing' by -42 % and -100 %."""
+    cheapest = plan_training(_mistral({}, objective="cost")).best[0]
+    floor = cheapest.economics["cost"]["total_usd"]
+    with pytest.raises(InputError) as info:
+        plan_training(_mistral({"deadline_days": 30, "budget_gpu_hours": 100_000,
+                                "budget_usd": 100}))
+    message = str(info.value)
+    assert message.startswith(
+        f"no plan meets the USD budget: the plan closest to the USD budget (${floor:,.0f}) "
+        f"misses it by {floor / 100 - 1:+.0%};")
+    assert "deadline" not in message and "GPU-hour" not in message
+
+
+def test_limits_met_one_at_a_time_but_not_together_are_named_together():
+    """Within one day only the 64-GPU plans finish; within $1,000 only the 8-GPU ones fit.
+    Each limit alone is met, so each is named with the best plan within the other."""
+    fast = plan_training(_mistral({}, counts=(64,))).best[0]
+    slow = plan_training(_mistral({}, counts=(8,))).best[0]
+    cheap_fast = plan_training(_mistral({}, counts=(64,), objective="cost")).best[0]
+    assert fast.time_to_train_s < 86400 < slow.time_to_train_s
+    assert slow.economics["cost"]["total_usd"] < 1000 < cheap_fast.economics["cost"]["total_usd"]
+    days, usd = slow.time_to_train_s / 86400, cheap_fast.economics["cost"]["total_usd"]
+    with pytest.raises(InputError) as info:
+        plan_training(_mistral({"deadline_days": 1, "budget_usd": 1000}))
+    assert str(info.value).startswith(
+        f"no plan meets the deadline and USD budget together: the plan closest to the "
+        f"deadline ({days:,.1f} days, the best within the other limits) misses it by "
+        f"{days - 1:+.0%}; the plan closest to the USD budget (${usd:,.0f}, the best within "
+        f"the other limits) misses it by {usd / 1000 - 1:+.0%};")

@@ -203,3 +203,20 @@ def test_the_readme_sizes_the_benchmark_space_as_it_is():
     assert result.candidates >= 1_000_000  # the issue's floor for the benchmark
     assert (float(quoted[1]), int(quoted[2])) == (round(result.configs_evaluated / 1e6, 1),
                                                   round(result.candidates / 1e6))
+
+
+def test_no_plan_fills_two_top_slots():
+    """Worked example 4 listed 'TP=1 PP=1 DP=64 ZeRO-1 mb=8 recompute=selective' twice: the
+    'auto' recompute knob resolved to selective (no layer fully recomputed) is the selective
+    plan again. ZeRO-1/2/3 over one data-parallel rank were ZeRO-0 under other names."""
+    job = TrainingJob(seq_len=2048, global_batch=512, tokens=2e12)
+    result = search(load_model("megatron-gpt-1.7b"), ["h100"], Knobs(gpus=(64,)), job, top=40)
+    shown = [(p.accelerator, p.plan.describe()) for p in result.best]
+    assert len(shown) == 40 and len(set(shown)) == 40
+    one_rank = search(load_model("llama-3.1-8b"), ["h100"], Knobs(gpus=(8,), tp=(8,)),
+                      TrainingJob(seq_len=4096, global_batch=64), top=20).best
+    assert one_rank and {p.plan.zero for p in one_rank} == {0}
+    assert len({p.plan.describe() for p in one_rank}) == len(one_rank)
+    pinned = search(load_model("llama-3.1-8b"), ["h100"], Knobs(gpus=(8,), tp=(8,), zero=(1,)),
+                    TrainingJob(seq_len=4096, global_batch=64)).best
+    assert pinned and all(p.plan.zero == 1 and p.plan.dp == 1 for p in pinned)

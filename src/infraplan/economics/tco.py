@@ -4,7 +4,7 @@ Figures (server prices, electricity prices, PUE, colocation, operations, useful 
 catalog/data/onprem.yaml with their sources; estimates are marked there. Every argument can
 override them. Time: a month is 30.44 days (cost.py), a year twelve such months (8,766.72 h).
 
-Cost of owning one server with G GPUs for a year, at utilization u (0 < u <= 1):
+Cost of owning one server with G GPUs for a year, at utilization u (0.01 <= u <= 1):
     capex       = price_usd / amortization_years                 (straight line, no residual
                                                                   value, no cost of capital)
     power       = (G x tdp_w + host_w) x u x H_y x pue x usd_per_kwh / 1000
@@ -94,11 +94,14 @@ def server(name: str) -> Server:
                    "name a server from catalog/data/onprem.yaml, or add a row with its source")
 
 
-def electricity_price(region: str) -> ElectricityPrice:
-    """An electricity price row ('us-industrial-average', 'virginia', 'tx')."""
-    return _lookup(load_onprem().electricity, region,
-                   "name a region from catalog/data/onprem.yaml (electricity), "
-                   "or give usd_per_kwh directly")
+REGION_FIX = ("name a region from catalog/data/onprem.yaml (electricity) with tco --region; "
+              "from Python, onprem_cost(usd_per_kwh=...) sets the price directly")
+
+
+def electricity_price(region: str, fix: str = REGION_FIX) -> ElectricityPrice:
+    """An electricity price row ('us-industrial-average', 'virginia', 'tx'); `fix` is the
+    hint an unknown region gets, naming the option the caller has."""
+    return _lookup(load_onprem().electricity, region, fix)
 
 
 def facility_value(name: str) -> float:
@@ -106,6 +109,27 @@ def facility_value(name: str) -> float:
     'operations-fraction-of-capex-per-year', 'amortization-years'."""
     return _lookup(load_onprem().facility, name,
                    "name a constant from catalog/data/onprem.yaml (facility)").value
+
+
+# Ranges outside which an argument is a slip, not a plan: a 1e-320-year life made capex
+# infinite, 1e-300 utilization or rent of $1e308 per GPU-hour printed 300-digit figures.
+# Useful life: a quarter (the shortest lease or refresh) to 30 years (servers are written
+# off in 3-7; onprem.yaml, amortization-years). Utilization: 1 % is 88 hours a year, below
+# which a cost per used GPU-hour says nothing about owning. Rent: $1,000 per GPU-hour is
+# some 80x the dearest on-demand GPU-hour in the catalog (8-GPU instances at up to
+# $98.32/h, catalog/data prices).
+AMORTIZATION_YEARS_RANGE = (0.25, 30.0)
+UTILIZATION_RANGE = (0.01, 1.0)
+MAX_RENT_USD_PER_GPU_HOUR = 1_000.0
+
+
+def _in_range(name: str, value: float, low: float, high: float, *, fix: str):
+    """value as a float in [low, high], else an InputError naming `name` and the range."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and low <= value <= high):
+        raise InputError(f"{name} must be between {low:g} and {high:,g} (got {value!r})",
+                         fix=fix)
+    return float(value)
 
 
 def _positive(name: str, value: float, *, allow_zero: bool = True, high: float = math.inf):
@@ -157,10 +181,15 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
     """
     row = server(server_name)
     gpu = accelerator(row.accelerator)
-    u = _positive("utilization", utilization, allow_zero=False, high=1.0)
+    u = _in_range("utilization (tco --utilization)", utilization, *UTILIZATION_RANGE,
+                  fix="give the share of the year's hours the GPUs are in use, 0.01 to 1 "
+                      "(e.g. 0.7)")
     price = _positive("price_usd", row.price_usd if price_usd is None else price_usd)
-    years = _positive("amortization_years", facility_value("amortization-years")
-                      if amortization_years is None else amortization_years, allow_zero=False)
+    years = _in_range("amortization_years (tco --years)", facility_value("amortization-years")
+                      if amortization_years is None else amortization_years,
+                      *AMORTIZATION_YEARS_RANGE,
+                      fix="give the server's useful life in years, 0.25 to 30 (onprem.yaml "
+                          "assumes 4)")
     pue = _positive("pue", facility_value("pue") if pue is None else pue)
     if pue < 1:
         raise InputError(f"pue must be >= 1 (facility energy / IT energy; got {pue!r})")
@@ -217,7 +246,10 @@ def buy_vs_rent(server_name: str, utilization: float, rent_usd_per_gpu_hour: flo
     (G u H_m r > O(u)); otherwise the lines never cross. The GPU-hours at the crossing are
     m* G u H_m. The result is the same per server and for a fleet of identical servers.
     """
-    rent = _positive("rent_usd_per_gpu_hour", rent_usd_per_gpu_hour)
+    rent = _in_range("rent_usd_per_gpu_hour (tco --rent)", rent_usd_per_gpu_hour, 0.0,
+                     MAX_RENT_USD_PER_GPU_HOUR,
+                     fix="give the rental price of one GPU for one hour in USD (e.g. 2.5; "
+                         "an 8-GPU instance's hourly price / 8)")
     own = onprem_cost(server_name, utilization, **onprem_kwargs)
     used_hours_per_month = own.gpus * own.utilization * HOURS_PER_MONTH
     rent_month = used_hours_per_month * rent

@@ -112,18 +112,25 @@ def attended_keys_per_sequence(arch: ModelArch, seq_len, *, causal: bool = True)
     """Sum over the seq_len queries of the keys each attends to, averaged over the layers.
 
     Causal: query i (1-based) sees min(i, w) keys in a layer with a window w, i keys in
-    the others: s(s+1)/2 without a window. Non-causal, or a masked dense matmul that
-    computes every score: s * s.
+    the others: s(s+1)/2 without a window.
+
+    Non-causal (the MFU convention of PaLM App. B and Narayanan et al. 2021 eq. 3, which
+    count every query against the whole sequence; without a window also what a masked
+    dense matmul scores): s keys per query, s * s. A window w caps what a query attends at
+    w keys wherever it sits, so a layer with a window counts min(s, w) keys per query,
+    s * min(s, w): keys outside the window are no part of the model's computation, and
+    counting them put the MFU of long windowed sequences above 100 %.
     """
     s = np.asarray(seq_len, dtype=float)
-    if not causal:
-        return s * s
     w = arch.attention.sliding_window
+    share = _windowed_share(arch) if w else 0.0
+    if not causal:
+        windowed = s * np.minimum(s, w) if w else s * s
+        return share * windowed + (1.0 - share) * s * s
     full = s * (s + 1) / 2
     if not w:
         return full
     windowed = np.where(s <= w, full, w * (w + 1) / 2 + (s - w) * w)
-    share = _windowed_share(arch)
     return share * windowed + (1.0 - share) * full
 
 

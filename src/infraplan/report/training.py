@@ -32,9 +32,16 @@ def plans_table(plans) -> str:
                      f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
                      _days(p.time_to_train_s),
                      f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-", _usd(p),
-                     f"{p.memory_bytes / GiB:.1f}/{p.capacity_bytes / GiB:.0f}"])
+                     memory_cell(p)])
     return table(["GPU", "count", "plan", "step s", "tok/s/GPU", "MFU", "time",
                   "GPU-hours", "cost", "mem GiB"], rows, align_right=[1, 3, 4, 5, 6, 7, 8, 9])
+
+
+def memory_cell(p) -> str:
+    """Memory per accelerator over the capacity the fit check compares it with (the
+    catalog's memory_bytes, what the framework can allocate: 79.6 GiB on an H100 80GB),
+    both to 0.1 GiB as the errors that name them."""
+    return f"{p.memory_bytes / GiB:.1f}/{p.capacity_bytes / GiB:.1f}"
 
 
 def economics_lines(e: dict) -> list[str]:
@@ -60,7 +67,7 @@ def breakdown(p) -> str:
             f"{HIDDEN[k]} {v:,.3f} s" for k, v in p.hidden_s.items()))
     lines.append(f"MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, {p.tokens_per_s:,.0f} tokens/s")
     if p.time_to_train_s is not None:
-        energy = "" if p.economics else f", {p.energy_kwh:,.0f} kWh (GPUs at TDP)"
+        energy = "" if p.economics else f", {p.it_energy_kwh:,.0f} kWh (GPUs at TDP)"
         lines.append(f"time to train {_days(p.time_to_train_s)} (with run goodput), "
                      f"{p.gpu_hours:,.0f} GPU-hours{energy}")
     if p.economics:
@@ -86,4 +93,4 @@ def search_report(model: str, result) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["search_report", "plans_table", "breakdown", "format_count"]
+__all__ = ["search_report", "plans_table", "breakdown", "memory_cell", "format_count"]

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import StorageTier, System
+from infraplan.catalog.schema import Accelerator, StorageTier, System
+from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import (MemoryOptions, recompute_weights,
@@ -37,6 +38,22 @@ class TrainingJob:
     kernels: str = "fused"
     storage: str | None = None  # storage tier name; None: no data-loading check
     data_bytes_per_token: float | None = None  # bytes read per token (raw text, images)
+
+    def __post_init__(self):
+        # A run shorter than one optimizer step has no time to train: the step takes
+        # global_batch x seq_len tokens whatever the budget, and tokens / (tokens/s) would
+        # report a fraction of it. It is refused rather than rounded up to one step: such a
+        # budget is a unit slip (tokens in billions, global_batch in tokens instead of
+        # sequences), and rounding would plan a run other than the one asked for.
+        per_step = self.global_batch * self.seq_len
+        if self.tokens is not None and self.tokens < per_step:
+            shown = f"{self.tokens:,.0f}" if self.tokens >= 1 else f"{self.tokens:g}"
+            raise InputError(
+                f"training.tokens = {shown} is less than one optimizer step: "
+                f"training.global_batch x training.seq_len = {self.global_batch:,} x "
+                f"{self.seq_len:,} = {per_step:,} tokens",
+                fix=f"give training.tokens >= {per_step:,} (a count of tokens, not steps or "
+                    "billions), or a smaller training.global_batch (sequences per step)")
 
     def step_options(self) -> StepOptions:
         return StepOptions(seq_len=self.seq_len, global_batch=self.global_batch,
@@ -90,10 +107,33 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
     return replace(p, recompute=recompute)
 
 
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
+def check_precision_peak(gpu: Accelerator, precision: str) -> None:
+    """fp8 training runs its GEMMs on fp8 tensor cores (Transformer Engine): a chip without
+    an fp8 peak cannot, and the catalog's fallback to the 16-bit peak (an fp8 model's
+    weights upcast for inference) would plan a speed it does not have. Refused as a missing
+    bf16 peak is (Accelerator.peak_flops_for)."""
+    if precision != "fp8" or "fp8" in gpu.peak_flops:
+        return
+    usable = [d for d in TRAINING_PRECISIONS if d in gpu.peak_flops]
+    families = {}  # one accelerator per family: h100-sxm5-80gb, b200-sxm-180gb, ...
+    for a in load_catalog().accelerators:
+        if "fp8" in a.peak_flops:
+            families.setdefault(a.name.split("-")[0], a.name)
+    choices = usable[0] if len(usable) == 1 else "one of " + ", ".join(usable)
+    raise InputError(f"{gpu.name} has no peak FLOP/s for 'fp8' (it has "
+                     f"{', '.join(gpu.peak_flops)}): fp8 training needs fp8 tensor cores",
+                     fix=f"set training.precision to {choices}, or use an accelerator with "
+                         f"fp8 ({', '.join(list(families.values())[:4])}, ...)")
+
+
 def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *,
                    system: str | System | None = None) -> dict[str, np.ndarray]:
     """Everything the search ranks by, one entry per plan."""
     c = hardware.cluster(gpu, system)
+    check_precision_peak(c.gpu, job.precision)
     dev = hardware.device(c.gpu.name, job.precision)
     fab = hardware.fabric(c)
     p = resolve_auto_recompute(arch, job, p, c.gpu.memory_bytes)
@@ -130,7 +170,7 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
         # whole-run wall time: steady-state time over the run's goodput (failures, restarts)
         train_s = job.tokens / out["tokens_per_s"] / hardware.calibration("run-goodput")
         out.update(time_to_train_s=train_s, gpu_hours=train_s * gpus / SECONDS_PER_HOUR,
-                   energy_kwh=train_s * gpus * c.gpu.tdp_watts / 3.6e6)
+                   it_energy_kwh=train_s * gpus * c.gpu.tdp_watts / 3.6e6)
     return out
 
 
@@ -148,10 +188,18 @@ class PlanResult:
     fits: bool
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
-    energy_kwh: float | None = None  # the GPUs at TDP for the run (economics: facility)
+    # IT energy of the GPU boards alone at TDP for the run, kWh (no host, no PUE); the
+    # facility energy (host and PUE included) is economics["energy_kwh"]
+    it_energy_kwh: float | None = None
     hidden_s: dict[str, float] = field(default_factory=dict)  # communication overlapped
     notes: tuple[str, ...] = field(default=())
     economics: dict | None = None  # cost line items, energy and carbon (plan train)
+
+    @property
+    def energy_kwh(self) -> float | None:
+        """The same as it_energy_kwh, the name the HTML document (report/document_train.py)
+        still reads; JSON carries it_energy_kwh only."""
+        return self.it_energy_kwh
 
     def describe(self) -> str:
         return self.plan.describe()
@@ -178,6 +226,6 @@ def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPla
         tokens_per_s=scalar["tokens_per_s"], mfu=scalar["mfu"], hfu=scalar["hfu"],
         memory_bytes=scalar["memory_bytes"], capacity_bytes=scalar["capacity_bytes"],
         fits=bool(scalar["fits"]), time_to_train_s=scalar.get("time_to_train_s"),
-        gpu_hours=scalar.get("gpu_hours"), energy_kwh=scalar.get("energy_kwh"),
+        gpu_hours=scalar.get("gpu_hours"), it_energy_kwh=scalar.get("it_energy_kwh"),
         hidden_s={k.split(".", 1)[1]: v for k, v in scalar.items()
                   if k.startswith("hidden.") and v > 0})

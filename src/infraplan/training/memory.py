@@ -109,6 +109,15 @@ def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
     return notes
 
 
+def context_notes(arch: ModelArch, seq_len: int) -> list[str]:
+    """A note when sequences run past the positions the model was configured for (the
+    numbers still follow, but the model was not trained at that length)."""
+    if seq_len <= arch.max_position_embeddings:
+        return []
+    return [f"seq_len {seq_len} exceeds the model's max_position_embeddings "
+            f"{arch.max_position_embeddings}"]
+
+
 def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: ParallelPlan,
                     options: MemoryOptions, *, global_batch: int | None = None) -> MemoryReport:
     """Memory per accelerator of one plan, at its fullest pipeline rank.
@@ -121,9 +130,7 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     notes = _check_options(options, accelerator)
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
                    kernels=options.kernels)
-    if options.seq_len > arch.max_position_embeddings:
-        notes.append(f"seq_len {options.seq_len} exceeds the model's "
-                     f"max_position_embeddings {arch.max_position_embeddings}")
+    notes += context_notes(arch, options.seq_len)
     out = training_memory_arrays(
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         zero=plan.zero, vp=plan.vp, sequence_parallel=plan.sequence_parallel,

@@ -14,8 +14,8 @@ from infraplan.economics.spec import LinearCost
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
-from infraplan.training.evaluate import (PlanResult, TrainingJob, evaluate_plan,
-                                         evaluate_plans, plan_arrays)
+from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
+                                         evaluate_plan, evaluate_plans, plan_arrays)
 from infraplan.training.plan import ParallelPlan
 from infraplan.training.space import Knobs, build_space, why_nothing_runs
 from infraplan.training.step_time import BREAKDOWN
@@ -73,13 +73,18 @@ def _evaluate_gpu(arch, gpu, job, knobs, system, tick=None):
     (space.CHUNK_PLANS); `tick(counts_done)` after each chunk, in GPU counts (the outer rows
     run through the counts in order)."""
     space = build_space(arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch)
+    # "auto" recompute that resolves to selective (no layer fully recomputed) or to full
+    # (every layer) is the same plan as the selective or full one the space also holds:
+    # only that one is kept, so a plan is counted once and never fills two top-N slots
+    explicit = [c for c in knobs.recompute if c != AUTO_RECOMPUTE]
     parts = []
     for plans, rows_done in space.chunks():
         if len(plans.tp):
             out = evaluate_plans(arch, gpu, job, plans, system=system)
-            cols = {k: getattr(plans, k) for k in KNOB_COLUMNS}
-            cols["recompute"] = out["recompute"]  # auto resolved to a share of layers
-            parts.append((cols, {k: v for k, v in out.items() if k in KEPT_COLUMNS}))
+            keep = ~((plans.recompute == AUTO_RECOMPUTE) & np.isin(out["recompute"], explicit))
+            cols = {k: getattr(plans, k)[keep] for k in KNOB_COLUMNS}
+            cols["recompute"] = out["recompute"][keep]  # auto resolved to a share of layers
+            parts.append((cols, {k: v[keep] for k, v in out.items() if k in KEPT_COLUMNS}))
         if tick:
             tick(len(knobs.gpus) * rows_done // space.outer_rows if space.outer_rows
                  else len(knobs.gpus))
@@ -307,17 +312,44 @@ def _nothing_fits(evaluated, limits: _Limits) -> str:
         return (f"no plan fits in memory: the smallest needs {need / GiB:.1f} GiB per "
                 f"accelerator, {ev.gpu} has {cap / GiB:.1f} GiB; allow more GPUs, "
                 "recompute, ZeRO or a larger accelerator")
-    # the plan closest to each limit, and how far every limit is from it
+    # A limit that every fitting plan misses is named with the plan closest to it; limits
+    # that some plan meets are not to blame and are left out. When each limit alone is met
+    # but no plan meets them all, each is named with the plan closest to it among those
+    # that meet the others.
     fitting = [ev for ev in evaluated if ev.out and ev.out["fits"].any()]
-    closest = []
-    for column, limit, what in limits.checks():
-        best = min(((ev.out[column][ev.out["fits"]].min(), ev) for ev in fitting
-                    if column in ev.out), key=lambda b: b[0], default=None)
-        if best is not None:
-            closest.append(f"the plan closest to the {what} ({_format(column, best[0])}) "
-                           f"misses it by {best[0] / limit - 1:+.0%}")
-    return (f"no plan meets the {' and '.join(w for _, _, w in limits.checks())}: "
+    checks = [c for c in limits.checks() if any(c[0] in ev.out for ev in fitting)]
+    missed = []
+    for column, limit, what in checks:
+        best = _closest(fitting, column, [ev.out["fits"] for ev in fitting])
+        if best is not None and best > limit:
+            missed.append((column, limit, what, best))
+    together = ""
+    if not missed:
+        together = " together"
+        for column, limit, what in checks:
+            masks = [ev.out["fits"] & np.logical_and.reduce(
+                [ev.out[c] <= lim for c, lim, _ in checks if c != column and c in ev.out],
+                initial=True) for ev in fitting]
+            best = _closest(fitting, column, masks)
+            if best is not None:
+                missed.append((column, limit, what, best))
+    if not missed:  # three limits, no two of which one plan meets
+        return (f"no plan meets any two of the {' and '.join(c[2] for c in checks)}, although "
+                "each alone is met; relax the limits or allow more or other GPUs")
+    closest = [f"the plan closest to the {what} ({_format(column, best)}"
+               + (")" if not together else ", the best within the other limits)")
+               + f" misses it by {best / limit - 1:+.0%}"
+               for column, limit, what, best in missed]
+    named = checks if together else missed
+    return (f"no plan meets the {' and '.join(m[2] for m in named)}{together}: "
             f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
+
+
+def _closest(evaluated, column: str, masks) -> float | None:
+    """The lowest value of `column` over the plans each mask selects (None: no plan)."""
+    values = [ev.out[column][mask].min() for ev, mask in zip(evaluated, masks, strict=True)
+              if column in ev.out and mask.any()]
+    return min(values, default=None)
 
 
 def _format(column: str, value: float) -> str:

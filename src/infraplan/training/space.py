@@ -62,6 +62,7 @@ class Space:
     candidates: int  # size of the product before any pruning
     num_layers: int
     global_batch: int
+    zero_free: bool = False  # ZeRO-0 is allowed: ZeRO >= 1 over one DP x CP rank repeats it
 
     @property
     def outer_rows(self) -> int:
@@ -100,6 +101,12 @@ class Space:
         microbatches = self.global_batch // (o["dp"] * i["mb"])
         ok &= (i["vp"] == 1) | ((microbatches % o["pp"]) == 0)
         ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
+        if self.zero_free:
+            # ZeRO shards states, gradients (and with 3 weights) over DP x CP: over one rank
+            # it shards nothing and communicates nothing. ZeRO-1 and -2 are then the same
+            # plan as ZeRO-0, and ZeRO-3 is ZeRO-0 plus a gather buffer. Keep ZeRO-0, so
+            # that no plan is listed twice under two names.
+            ok &= (o["dp"] * o["cp"] > 1) | (i["zero"] == 0)
         return ok
 
     def _gather(self, pending) -> PlanArrays:
@@ -147,7 +154,8 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
                           sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
                           tp_overlap=knobs.tp_overlap)
     return Space(outer=o, inner=inner_axes, candidates=candidates,
-                 num_layers=arch.num_layers, global_batch=global_batch)
+                 num_layers=arch.num_layers, global_batch=global_batch,
+                 zero_free=0 in knobs.zero)
 
 
 def _ep_values(arch: ModelArch, knobs: Knobs) -> tuple[int, ...]:

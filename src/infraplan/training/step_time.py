@@ -246,6 +246,7 @@ def _data_stall(opts, storage, compute_step, num_nodes, p):
 
 def flops_per_step(arch: ModelArch, opts: StepOptions, recompute: str = "none"):
     """Model FLOPs (MFU numerator: 6N-style, attention over the full sequence as in PaLM
-    App. B and Narayanan et al. eq. 3) and hardware FLOPs (adds recomputation)."""
+    App. B and Narayanan et al. eq. 3, capped at the sliding window in the layers that have
+    one: models.flops.attended_keys_per_sequence) and hardware FLOPs (adds recomputation)."""
     f = training_flops_per_sequence(arch, opts.seq_len, recompute=recompute, causal=False)
     return opts.global_batch * f.model, opts.global_batch * f.hardware

@@ -1,0 +1,89 @@
+"""plan train's input checks and how its results name what they report: a run shorter than
+one step, fp8 without fp8 tensor cores, sequences past the model's positions, the memory
+capacity the fit check uses, and which energy is IT-only."""
+
+from __future__ import annotations
+
+import pytest
+
+from infraplan.catalog import accelerator
+from infraplan.errors import InputError
+from infraplan.models import load_model
+from infraplan.physics.memory.training import MemoryOptions
+from infraplan.report.training import plans_table
+from infraplan.training.evaluate import TrainingJob, evaluate_plan
+from infraplan.training.memory import training_memory
+from infraplan.training.plan import ParallelPlan
+from infraplan.training.plan_train import plan_training
+from infraplan.units import GiB
+from infraplan.workloads import TrainScenario
+
+
+def _scenario(model="mistral-7b", gpu="h100", counts=(8,), **training) -> TrainScenario:
+    return TrainScenario.model_validate({
+        "model": model, "top": 2, "hardware": {"gpus": [gpu], "counts": list(counts)},
+        "training": {"tokens": 1e10, "global_batch": 64, "seq_len": 4096, **training}})
+
+
+@pytest.mark.parametrize("training, per_step", [
+    ({"tokens": 1}, "64 x 4,096 = 262,144 tokens"),
+    ({"global_batch": 1_000_000_000}, "1,000,000,000 x 4,096 = 4,096,000,000,000 tokens"),
+])
+def test_a_run_shorter_than_one_step_is_refused(training, per_step):
+    """tokens: 1 printed 'time to train 0.0 d' beside a 28 s step; a global batch of 1e9
+    sequences, a 14-year step and 17.3 days to train."""
+    with pytest.raises(InputError) as info:
+        plan_training(_scenario(**training))
+    message = str(info.value)
+    assert "training.tokens = " in message and "is less than one optimizer step" in message
+    assert f"training.global_batch x training.seq_len = {per_step}" in message
+    assert "To fix: give training.tokens >= " in message
+    just_one = TrainingJob(seq_len=4096, global_batch=64, tokens=64 * 4096)  # one step: fine
+    assert just_one.tokens == 262_144
+
+
+@pytest.mark.parametrize("gpu, has", [("v100-sxm2-32gb", "fp16, fp32"),
+                                      ("a100-sxm4-80gb", "bf16, fp16, fp32")])
+def test_fp8_needs_an_fp8_peak(gpu, has):
+    """bf16 on a V100 was refused ('has no peak FLOP/s for bf16'), fp8 accepted at the 16-bit
+    peak: MFU 48.7 % on a V100, which has no fp8 tensor cores."""
+    with pytest.raises(InputError) as info:
+        plan_training(_scenario(model="llama-3.1-8b", gpu=gpu, precision="fp8"))
+    message = str(info.value)
+    name = accelerator(gpu).name
+    assert message.startswith(f"{name} has no peak FLOP/s for 'fp8' (it has "
+                              f"{', '.join(accelerator(gpu).peak_flops)})")
+    assert f"To fix: set training.precision to one of {has}, or use an accelerator " \
+           "with fp8 (h100-sxm5-80gb" in message
+    with pytest.raises(InputError, match="no peak FLOP/s for 'fp8'"):
+        evaluate_plan(load_model("llama-3.1-8b"), gpu,
+                      TrainingJob(seq_len=4096, global_batch=8, precision="fp8"),
+                      ParallelPlan(tp=8))
+    fp8 = plan_training(_scenario(model="llama-3.1-8b", precision="fp8"))  # H100: has fp8
+    assert fp8.best[0].mfu > 0
+
+
+def test_plan_train_notes_a_seq_len_past_the_models_positions():
+    """memory noted gpt2 at 8,192 tokens (1,024 positions); plan train said nothing."""
+    note = "seq_len 8192 exceeds the model's max_position_embeddings 1024"
+    result = plan_training(_scenario(model="gpt2", seq_len=8192, tokens=1e9))
+    assert note in result.notes and note in result.to_json()["notes"]
+    report = training_memory("gpt2", "h100", ParallelPlan(), MemoryOptions(seq_len=8192))
+    assert note in report.notes  # the same words as memory
+    assert not any("max_position_embeddings" in n
+                   for n in plan_training(_scenario(model="gpt2", seq_len=1024)).notes)
+
+
+def test_memory_capacity_and_it_energy_are_named_as_checked():
+    """The table showed '79.2/80' for an H100 whose allocatable 79.65 GiB the fit check
+    uses (errors say 79.6 GiB); best[].energy_kwh (GPUs at TDP) sat beside
+    economics.energy_kwh (host and PUE included) under the same name."""
+    result = plan_training(_scenario())
+    best = result.best[0]
+    assert best.capacity_bytes == accelerator("h100").memory_bytes == 85_520_809_984
+    assert f"{best.memory_bytes / GiB:.1f}/79.6" in plans_table(result.best)
+    data = best.to_json()
+    assert "energy_kwh" not in data
+    assert data["economics"]["energy_kwh"] > data["it_energy_kwh"]  # + host, x PUE
+    assert data["it_energy_kwh"] == pytest.approx(
+        best.time_to_train_s * 8 * accelerator("h100").tdp_watts / 3.6e6)
