@@ -178,7 +178,7 @@ def test_unknown_model_name_suggests_a_close_one():
      "not divisible by num_attention_heads"),
     ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 8,
       "num_hidden_layers": -2, "num_attention_heads": 4, "vocab_size": 10},
-     "num_hidden_layers must be an integer >= 1"),
+     "num_hidden_layers must be a whole number from 1 to 2,147,483,647"),
     ({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 8,
       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
       "vocab_size": 10}, "must divide num_attention_heads"),
@@ -203,3 +203,42 @@ def test_an_absurd_layer_count_is_refused_before_any_per_layer_work(tmp_path, ca
     assert "num_hidden_layers" in err
     path.write_text(json.dumps(dict(config, num_hidden_layers=10_000)))
     assert param_counts(load_model(str(path))).total > 0  # deep but possible: still read
+
+
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    # 10**400 overflowed float in the FLOP maths (HTTP 500 in the web UI); 1e400 reads as inf
+    ("vocab_size", 10**400, "1000000000000000000000000000000000000000... (401 characters)"),
+    ("hidden_size", float("inf"), "inf"),
+    ("num_attention_heads", 2**31, "2147483648"),
+    ("intermediate_size", 0, "0"),
+    ("num_key_value_heads", 1.0, "1.0"),
+], ids=["vocab_size=10**400", "hidden_size=1e400", "heads=2**31", "zero", "float"])
+def test_config_sizes_outside_the_range_name_the_key_the_value_and_the_range(key, value, shown):
+    with pytest.raises(InputError) as err:
+        arch_from_config(dict(TINY_LLAMA, **{key: value}), name="x", origin="config.json")
+    assert str(err.value) == (f"config.json: {key} must be a whole number from 1 to "
+                              f"2,147,483,647, got {shown}. To fix: set \"{key}\" to the "
+                              "model's real size")
+
+
+def test_the_largest_config_size_still_reads_and_its_maths_stays_finite():
+    from infraplan.models import forward_flops_per_token
+
+    arch = arch_from_config(dict(TINY_LLAMA, vocab_size=2**31 - 1), name="x",
+                            origin="config.json")
+    assert param_counts(arch).embedding == 64 * (2**31 - 1)
+    assert 0 < forward_flops_per_token(arch, 4096) < float("inf")
+
+
+def test_layer_indices_outside_the_range_are_refused():
+    raw = dict(TINY_LLAMA, model_type="qwen2_moe", num_experts=4, num_experts_per_tok=2,
+               moe_intermediate_size=32, mlp_only_layers=[10**400])
+    with pytest.raises(InputError, match=r"mlp_only_layers must be a list of layer indices "
+                                         r"\(whole numbers from 0 to 2,147,483,647\), got "
+                                         r"\[100000000000000000000000000000000000000\.\.\. "
+                                         r"\(403 characters\)$"):
+        arch_from_config(raw, name="x", origin="config.json")

@@ -14,6 +14,7 @@ from tests.conftest import require
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +57,15 @@ def live_server(app):
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium through Playwright (the browser tests skip without it)."""
+    sync_api = require("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu",
+                                    "--disable-background-networking"])
+        yield b
+        b.close()

@@ -8,26 +8,13 @@ import os
 
 import pytest
 
-from tests.conftest import require
-from tests.web.conftest import ARTIFACTS
+from tests.web.conftest import ARTIFACTS, CHROMIUM
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"no Chromium at {CHROMIUM} (apt-get install -y "
                                        "chromium)")
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = require("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-gpu",
-                                    "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 def _page(browser, live_server, viewport):

@@ -294,3 +294,36 @@ def test_a_failed_write_keeps_the_old_report_and_is_an_input_error(tmp_path, mon
         report_html.write_atomic(out, "<html>new</html>")
     assert out.read_text() == OLD_REPORT
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_script_json_escapes_every_markup_character():
+    from infraplan.report.html import script_json
+
+    data = {"name": "a <!--<script> </script> & b >", "n": [1, 2.5, None]}
+    text = script_json(data)
+    assert json.loads(text) == data
+    assert text == ('{"name":"a \\u003c!--\\u003cscript\\u003e \\u003c/script\\u003e '
+                    '\\u0026 b \\u003e","n":[1,2.5,null]}')
+
+
+def test_a_scenario_named_with_comment_and_script_markup_keeps_the_data_block(
+        tmp_path, monkeypatch):
+    """'<!--<script>' in a scenario name put the HTML parser in its escaped-script state:
+    the data block's </script> no longer closed it and the page's script broke."""
+    require("plotly")
+    from infraplan.report import document
+    from infraplan.report.html import render_report
+
+    name = "evil <!--<script> x </script> & y >"
+    text = SERVE.read_text().replace("name: llama-3.1-8b chat", f"name: {json.dumps(name)}")
+    text = text.replace("num_requests: 3000", "num_requests: 300")
+    scenario = tmp_path / "evil.yaml"
+    scenario.write_text(text.replace("gpus: [h100, a100-sxm4-80gb, l40s]", "gpus: [h100]"))
+    built = _spy(monkeypatch, document, "build_document")
+    html = render_report(scenario)
+    marker = '<script type="application/json" id="infraplan-data">'
+    start = html.index(marker) + len(marker)
+    block = html[start:html.index("</script>", start)]
+    assert json.loads(block) == json.loads(json.dumps(built[0]))
+    assert json.loads(block)["title"] == name
+    assert "<" not in block and ">" not in block and "&" not in block

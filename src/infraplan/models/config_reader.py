@@ -12,6 +12,9 @@ from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, ModelArch, MoeSpec
 
 _REQUIRED = object()
+# the largest size a config may give (a width, a vocabulary, a count): int32's limit, as in
+# the checkpoints' tensor shapes; it keeps every FLOP and byte product finite in float64
+MAX_CONFIG_INT = 2**31 - 1
 
 
 class ConfigReader:
@@ -32,9 +35,11 @@ class ConfigReader:
 
     def int(self, *keys: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
         value = self.get(*keys, default=default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InputError(f"{self.origin}: {keys[0]} must be an integer >= {minimum}, "
-                             f"got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not minimum <= value <= MAX_CONFIG_INT:
+            raise InputError(f"{self.origin}: {keys[0]} must be a whole number from {minimum} "
+                             f"to {MAX_CONFIG_INT:,}, got {_shown(value)}",
+                             fix=f"set \"{keys[0]}\" to the model's real size")
         return value
 
     def bool(self, *keys: str, default: Any = _REQUIRED) -> bool:
@@ -62,11 +67,19 @@ class ConfigReader:
 
     def int_list(self, *keys: str) -> list[int]:
         value = self.get(*keys, default=[])
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
-                                              for v in value):
-            raise InputError(f"{self.origin}: {keys[0]} must be a list of layer indices, "
-                             f"got {value!r}")
+        if not isinstance(value, list) or any(
+                isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_CONFIG_INT
+                for v in value):
+            raise InputError(f"{self.origin}: {keys[0]} must be a list of layer indices "
+                             f"(whole numbers from 0 to {MAX_CONFIG_INT:,}), got "
+                             f"{_shown(value)}")
         return value
+
+
+def _shown(value: Any) -> str:
+    """repr of a config value, cut short: a 400-digit integer is not worth echoing whole."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text):,} characters)"
 
 
 def head_dim(cfg: ConfigReader, hidden: int, heads: int) -> int:

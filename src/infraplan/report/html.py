@@ -160,8 +160,11 @@ def render_sections(doc: dict) -> str:
 
 
 def script_json(value) -> str:
-    """JSON safe inside a <script> element (no '</' to close it early)."""
-    return json.dumps(value, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    """JSON safe inside a <script> element: no '<', '>' or '&' at all, as \\u escapes (the
+    same string to JSON.parse), so neither '</script>' nor '<!--' changes how the HTML
+    parser reads the element."""
+    text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render_document(doc: dict) -> str:

@@ -3,17 +3,21 @@
 Every request is bounded (GPU-count choices, accelerators compared, simulated requests,
 uploaded config size); over a bound the answer is 413 or 422 with the reason. Names resolve
 through the catalog only: no request can make the server read or write a file. Library
-InputErrors become 422 with their message.
+InputErrors become 422 with their message, in the request's terms (`min_count`, not
+`hardware.min_count`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
@@ -34,8 +38,34 @@ class TooLarge(InputError):
     """A request over one of the web caps that is about size: HTTP 413."""
 
 
+def _json_number(value: Any, *, to_float: bool = False) -> Any:
+    """A finite JSON number: pydantic's lax mode would read true as 1 and "128" as 128, and
+    Python's JSON reader lets NaN, Infinity and 1e400 through. Whole floats (1e10) stay
+    accepted for counts: JSON has one number type."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a JSON number, got {_shown(value)}")
+    if isinstance(value, float) or to_float:
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer past a float's range
+            finite = False
+        if not finite:
+            raise ValueError(f"must be a finite number, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text):,} characters)"
+
+
+Number = Annotated[float, BeforeValidator(functools.partial(_json_number, to_float=True))]
+Count = Annotated[int, BeforeValidator(_json_number)]
+TensorParallel = Annotated[Literal[1, 2, 4, 8], BeforeValidator(_json_number)]
+
+
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def catalog_name(kind: str, name: str) -> str:
@@ -61,34 +91,34 @@ class TrainRequest(_In):
                       description="label of an uploaded config")
     gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS,
                             description="accelerators to compare")
-    min_count: int = Field(default=8, ge=1, le=MAX_GPUS, description="fewest GPUs")
-    max_count: int = Field(default=64, ge=1, le=MAX_GPUS, description="most GPUs")
-    count_step: int | None = Field(default=None, ge=1, le=MAX_GPUS,
-                                   description="GPU count step (default: GPUs per node)")
-    tokens: float = Field(default=1e11, gt=0, le=1e16, description="tokens to train on")
-    global_batch: int = Field(default=256, ge=1, le=1 << 20,
-                              description="sequences per optimizer step")
-    seq_len: int = Field(default=4096, ge=1, le=1 << 20, description="tokens per sequence")
+    min_count: Count = Field(default=8, ge=1, le=MAX_GPUS, description="fewest GPUs")
+    max_count: Count = Field(default=64, ge=1, le=MAX_GPUS, description="most GPUs")
+    count_step: Count | None = Field(default=None, ge=1, le=MAX_GPUS,
+                                     description="GPU count step (default: GPUs per node)")
+    tokens: Number = Field(default=1e11, gt=0, le=1e16, description="tokens to train on")
+    global_batch: Count = Field(default=256, ge=1, le=1 << 20,
+                                description="sequences per optimizer step")
+    seq_len: Count = Field(default=4096, ge=1, le=1 << 20, description="tokens per sequence")
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
     storage: str | None = Field(default=None, max_length=100,
                                 description="storage tier the data is read from")
-    deadline_days: float | None = Field(default=None, gt=0, le=1e5)
-    budget_gpu_hours: float | None = Field(default=None, gt=0, le=1e12)
-    top: int = Field(default=5, ge=1, le=20, description="plans to show")
+    deadline_days: Number | None = Field(default=None, gt=0, le=1e5)
+    budget_gpu_hours: Number | None = Field(default=None, gt=0, le=1e12)
+    top: Count = Field(default=5, ge=1, le=20, description="plans to show")
 
 
 class TrafficIn(_In):
     arrival: Literal["poisson", "gamma", "offline"] = "poisson"
-    rate_per_s: float = Field(default=10.0, gt=0, le=1e5, description="mean arrivals per s")
-    cv: float | None = Field(default=None, gt=0, le=20, description="gamma: burstiness")
-    num_requests: int = Field(default=1000, ge=1, le=MAX_SIM_REQUESTS)
-    input_mean_tokens: float = Field(default=1000, gt=0, le=1e6)
-    input_sigma: float = Field(default=0.8, gt=0, le=4)
-    input_max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
-    output_mean_tokens: float = Field(default=250, gt=0, le=1e6)
-    output_sigma: float = Field(default=0.8, gt=0, le=4)
-    output_max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    rate_per_s: Number = Field(default=10.0, gt=0, le=1e5, description="mean arrivals per s")
+    cv: Number | None = Field(default=None, gt=0, le=20, description="gamma: burstiness")
+    num_requests: Count = Field(default=1000, ge=1, le=MAX_SIM_REQUESTS)
+    input_mean_tokens: Number = Field(default=1000, gt=0, le=1e6)
+    input_sigma: Number = Field(default=0.8, gt=0, le=4)
+    input_max_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
+    output_mean_tokens: Number = Field(default=250, gt=0, le=1e6)
+    output_sigma: Number = Field(default=0.8, gt=0, le=4)
+    output_max_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
 
     def spec(self) -> dict:
         arrival: dict[str, Any] = {"kind": self.arrival}
@@ -107,9 +137,9 @@ class TrafficIn(_In):
 
 
 class SloIn(_In):
-    ttft_p99_s: float | None = Field(default=None, gt=0, le=3600)
-    tpot_p99_s: float | None = Field(default=None, gt=0, le=60)
-    e2e_p99_s: float | None = Field(default=None, gt=0, le=86400)
+    ttft_p99_s: Number | None = Field(default=None, gt=0, le=3600)
+    tpot_p99_s: Number | None = Field(default=None, gt=0, le=60)
+    e2e_p99_s: Number | None = Field(default=None, gt=0, le=86400)
 
 
 WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
@@ -127,29 +157,29 @@ class _Serve(_In):
     slo: SloIn = SloIn()
     engine: str = Field(default="vllm", max_length=100)
     pricing: Literal["on_demand", "spot"] = "on_demand"
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    seed: Count = Field(default=0, ge=0, le=2**31 - 1)
 
 
 class SimulateServeRequest(_Serve):
     """One deployment under traffic: `simulate serve`."""
 
     gpu: str = Field(max_length=100, description="accelerator name or alias")
-    tp: Literal[1, 2, 4, 8] = 1
-    replicas: int = Field(default=1, ge=1, le=64)
+    tp: TensorParallel = 1
+    replicas: Count = Field(default=1, ge=1, le=64)
     weight_dtype: WeightDtype = "bf16"
     kv_dtype: KvDtype | None = None
-    sweep: bool = Field(default=True, description="also simulate 25-125% of the rate")
+    sweep: StrictBool = Field(default=True, description="also simulate 25-125% of the rate")
 
 
 class PlanServeRequest(_Serve):
     """The cheapest deployment that meets the SLOs: `plan serve`."""
 
     gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS)
-    tp: list[Literal[1, 2, 4, 8]] = Field(default=[1, 2], min_length=1, max_length=4)
+    tp: list[TensorParallel] = Field(default=[1, 2], min_length=1, max_length=4)
     weight_dtypes: list[WeightDtype] = Field(default=["bf16", "fp8"], min_length=1,
                                              max_length=3)
     kv_dtypes: list[KvDtype] = Field(default=["bf16"], min_length=1, max_length=2)
-    max_replicas: int = Field(default=16, ge=1, le=64)
+    max_replicas: Count = Field(default=16, ge=1, le=64)
 
 
 class InspectRequest(_In):
@@ -159,7 +189,48 @@ class InspectRequest(_In):
                                           "config.json's content")
     model: str | None = Field(default=None, max_length=100)
     name: str = Field(default="uploaded", max_length=100)
-    seq_len: int = Field(default=4096, ge=1, le=1 << 20)
+    seq_len: Count = Field(default=4096, ge=1, le=1 << 20)
+
+
+# The library's messages name scenario paths and knobs a request does not have; each rule
+# (pattern, replacement) rewrites them in the request's terms.
+_CATALOG_TERMS = ((r"run 'infraplan catalog (\w+)' to list \w+", r"pick one from /api/catalog/\1"),
+                  (r"'infraplan catalog (\w+)'", r"/api/catalog/\1"))
+_TRAIN_TERMS = ((r"or set counts\b", "or lower count_step"),)
+_SERVE_TERMS = (
+    (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
+    (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
+    (r"\btraffic\.(input|output)\.sigma\b", r"traffic.\1_sigma"),
+    (r"\(traffic\.input / traffic\.output\)",
+     "(traffic.input_mean_tokens / traffic.output_mean_tokens)"),
+    (r"raise tp \(now (\d+)\) or pp \(now \d+\)", r"raise tp (now \1)"),  # no pp here
+    (r"(raise memory_fraction|lower block_size) \(now [^)]*\), or ", ""),  # the engine's
+    (r"lower the batch limits \(max_num_seqs or a static batch_size: now ([\d,]+); "
+     r"max_num_batched_tokens: now ([\d,]+)\)",
+     r"pick an engine with lower batch limits (now \1 sequences, \2 batched tokens)"))
+
+
+def _in_request_terms(request: type[BaseModel], sections: str = "", *rules: tuple[str, str]):
+    """Re-raise an endpoint's InputErrors in its request's terms: a scenario path in one of
+    `sections` (`hardware.min_count`) becomes the request field that sets it (`min_count`)."""
+    path = re.compile(rf"\b(?:{sections})\.(\w+)\b" if sections else r"(?!)")
+
+    def field(m: re.Match) -> str:
+        return m[1] if m[1] in request.model_fields else m[0]
+
+    def decorate(endpoint: Callable) -> Callable:
+        @functools.wraps(endpoint)
+        def answer(*args, **kwargs):
+            try:
+                return endpoint(*args, **kwargs)
+            except InputError as exc:
+                text = str(exc)
+                for pattern, new in (*rules, *_CATALOG_TERMS):
+                    text = re.sub(pattern, new, text)
+                exc.args = (path.sub(field, text),)
+                raise
+        return answer
+    return decorate
 
 
 class PlanResponse(BaseModel):
@@ -187,6 +258,7 @@ def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "e
 
 
 @router.post("/plan/train")
+@_in_request_terms(TrainRequest, "hardware|training|constraints", *_TRAIN_TERMS)
 def plan_train(req: TrainRequest) -> PlanResponse:
     """`infraplan plan train`: ranked plans, frontier, the report document."""
     from infraplan.report.document_train import training_document
@@ -194,7 +266,8 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     from infraplan.workloads import TrainScenario, parse_spec
 
     model, arch = _model(req)
-    gpus = [catalog_name("accelerator", g) for g in req.gpus]
+    # 'h100' and 'h100-sxm5-80gb' are one accelerator: plan it once
+    gpus = list(dict.fromkeys(catalog_name("accelerator", g) for g in req.gpus))
     raw = {"name": f"{model} training", "model": model,
            "training": {"tokens": req.tokens, "global_batch": req.global_batch,
                         "seq_len": req.seq_len, "precision": req.precision,
@@ -238,6 +311,7 @@ def _serve_scenario(req: _Serve, extra: dict):
 
 
 @router.post("/simulate/serve")
+@_in_request_terms(SimulateServeRequest, "deployment", *_SERVE_TERMS)
 def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     """`infraplan simulate serve`: latency, throughput, KV use and cost of one deployment."""
     from infraplan.report.document_serve import serving_document
@@ -253,6 +327,7 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
 
 
 @router.post("/plan/serve")
+@_in_request_terms(PlanServeRequest, "search", *_SERVE_TERMS)
 def plan_serve(req: PlanServeRequest) -> PlanResponse:
     """`infraplan plan serve`: the cheapest deployment meeting the SLOs, then simulated."""
     from infraplan.report.document_serve import serving_document
@@ -275,6 +350,7 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
 
 
 @router.post("/models/inspect")
+@_in_request_terms(InspectRequest)
 def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
     model NAME --json` prints."""

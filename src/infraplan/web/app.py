@@ -7,6 +7,10 @@ on behalf of a request.
 
 from __future__ import annotations
 
+import json
+import sys
+from email.message import Message
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -18,9 +22,13 @@ DEFAULT_PORT = 8000
 MAX_BODY_BYTES = 256 * 1024  # a request body (an uploaded config.json included)
 
 
+JSON_HINT = "send a JSON object with Content-Type: application/json"
+
+
 class BodyLimit:
     """ASGI middleware: a body over `max_bytes` (declared, or counted as it streams in) gets
-    413 without being read further."""
+    413 without being read further; a POST body that is not a JSON object gets 422 with one
+    message, however it fails (FastAPI answers 400 or 422 in several wordings)."""
 
     def __init__(self, app, max_bytes: int = MAX_BODY_BYTES):
         self.app, self.max_bytes = app, max_bytes
@@ -49,6 +57,9 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body, replayed = b"".join(chunks), False
+        problem = json_body_problem(scope, body) if scope["method"] == "POST" else None
+        if problem:
+            return await _send_error(send, 422, problem)
 
         async def replay():
             nonlocal replayed
@@ -64,6 +75,36 @@ class BodyLimit:
                 "To fix: send a smaller body (a config.json alone, without weights)")
 
 
+def json_body_problem(scope, body: bytes) -> str | None:
+    """What is wrong with a POST body that should be a JSON object, or None."""
+    declared = dict(scope.get("headers") or []).get(b"content-type", b"").decode("latin-1")
+    kind = Message()
+    kind["content-type"] = declared
+    subtype = kind.get_content_subtype()
+    if kind.get_content_maintype() != "application" or not (
+            subtype == "json" or subtype.endswith("+json")):
+        what = f"Content-Type {declared!r} is not JSON" if declared else "no Content-Type"
+        return f"body: {what}; {JSON_HINT}"
+    if not body.strip():
+        return f"body: empty; {JSON_HINT}"
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return f"body: malformed JSON at character {exc.pos} ({exc.msg}); {JSON_HINT}"
+    except UnicodeDecodeError:
+        return f"body: not UTF-8 text; {JSON_HINT}"
+    except RecursionError:
+        return f"body: malformed JSON (nested too deeply); {JSON_HINT}"
+    except ValueError:  # Python reads at most this many digits of an integer
+        return (f"body: malformed JSON (an integer of more than "
+                f"{sys.get_int_max_str_digits():,} digits); {JSON_HINT}")
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false",
+                type(None): "null"}.get(type(value), "a number")
+        return f"body: {kind}, not a JSON object; {JSON_HINT}"
+    return None
+
+
 async def _send_error(send, status: int, detail: str) -> None:
     body = JSONResponse({"detail": detail}).body
     await send({"type": "http.response.start", "status": status,
@@ -77,7 +118,12 @@ def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}")
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        got = err.get("input")
+        if "got" not in msg and not isinstance(got, (dict, list, type(None))):
+            shown = json.dumps(got, default=str)
+            msg += f" (got {shown if len(shown) <= 40 else shown[:30] + '...'})"
+        parts.append(f"{'.'.join(loc) or 'body'}: {msg}")
     return "; ".join(parts)
 
 
@@ -103,6 +149,12 @@ def create_app() -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError):
         return JSONResponse({"detail": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception):
+        # a defect, not bad input: still JSON (the server logs the traceback)
+        return JSONResponse({"detail": f"internal error ({type(exc).__name__}); please "
+                                       "report it with the request"}, status_code=500)
 
     app.include_router(router)
     app.include_router(pages)

@@ -41,6 +41,8 @@ button[disabled] { opacity: 0.6; cursor: wait; }
 .status { color: var(--muted); font-size: 0.9rem; }
 .error { color: #a12a2a; background: #fdf0f0; border: 1px solid #f1c6c6; border-radius: 8px;
   padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
+.notice { color: #6b4e00; background: #fdf7e3; border: 1px solid #eedca0;
+  border-radius: 8px; padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
 .hidden { display: none !important; }
 .hint { font-size: 0.85rem; color: var(--muted); }
 @media (max-width: 600px) {
@@ -94,7 +96,8 @@ MODEL_PICKER = (_select("model", "model (catalog)", catalog="models", default="l
                   'accept=".json,application/json"></label>')
 ACTIONS = ('<div class="actions"><button type="submit">{label}</button>'
            '<span class="status" id="status"></span></div>')
-RESULT = ('<div id="inspect"></div><div id="error" class="error hidden" role="alert"></div>'
+RESULT = ('<div id="notice" class="notice hidden" role="status"></div>'
+          '<div id="inspect"></div><div id="error" class="error hidden" role="alert"></div>'
           '<div id="result"></div>')
 
 

@@ -8,7 +8,11 @@
   var errorBox = document.getElementById('error');
   var statusBox = document.getElementById('status');
   var inspectBox = document.getElementById('inspect');
+  var noticeBox = document.getElementById('notice');
+  var modelField = form.elements.namedItem('model');
+  var file = document.getElementById('config-file');
   var uploaded = null;  // {name, config} of an uploaded config.json (kept in memory only)
+  var uploadError = '';  // why the chosen file could not be used: a run must not go ahead
 
   function fields() {
     return Array.prototype.filter.call(form.elements, function (el) {
@@ -84,14 +88,50 @@
     });
     return q.toString();
   }
+  // why a link's value cannot go into `el`, or '' when it can
+  function problem(el, text) {
+    var type = el.getAttribute('data-type');
+    var parts = el.multiple || type === 'list-int' ? text.split(',') : [text];
+    if (el.tagName === 'SELECT') {
+      var names = Array.prototype.map.call(el.options, function (o) { return o.value; });
+      var bad = parts.filter(function (p) { return names.indexOf(p) < 0; });
+      return bad.length ? bad.join(',') + ' is not one of ' +
+        names.filter(Boolean).slice(0, 8).join(', ') + (names.length > 8 ? ', ...' : '') : '';
+    }
+    if (!text.trim()) { return ''; }
+    if (type === 'int' || type === 'float' || type === 'list-int') {
+      var whole = type !== 'float';
+      var wrong = parts.some(function (p) {
+        var n = Number(p);
+        return !p.trim() || !isFinite(n) || (whole && !Number.isInteger(n));
+      });
+      if (wrong) { return whole ? 'not a whole number' : 'not a number'; }
+    }
+    return '';
+  }
+  function showNotice(text) {
+    noticeBox.textContent = text;
+    noticeBox.classList.toggle('hidden', !text);
+  }
+  // fills the form from the address bar; says which of the link's values it left out
   function applyQuery() {
     var q = new URLSearchParams(window.location.search);
     var any = false;
-    if (q.has('mode')) { setValue(form.elements.namedItem('mode'), q.get('mode')); }
-    showMode();
-    fields().forEach(function (el) {
-      if (q.has(el.name)) { setValue(el, q.get(el.name)); any = true; }
+    var ignored = [];
+    var byName = {};
+    fields().forEach(function (el) { byName[el.name] = el; });
+    q.forEach(function (text, name) {
+      var el = byName[name];
+      var why = el ? problem(el, text) : 'not a field of this page';
+      if (why) {
+        ignored.push(name + '=' + text + ' (' + why + ')');
+      } else if (el) {
+        setValue(el, text);
+        any = true;
+      }
     });
+    showMode();
+    showNotice(ignored.length ? 'ignored from the link: ' + ignored.join('; ') : '');
     return any;
   }
   function fillCatalogs() {
@@ -141,8 +181,19 @@
     });
     inspectBox.replaceChildren(dl);
   }
-  function run() {
+  function clearAnswers() {
+    result.replaceChildren();
+    inspectBox.replaceChildren();
+  }
+  function failed(text) {  // no earlier answer stays on screen as if it were this one's
+    showError(text);
+    clearAnswers();
+    statusBox.textContent = '';
+  }
+  function run(fromLink) {
     showError('');
+    if (!fromLink) { showNotice(''); }
+    if (uploadError) { failed(uploadError); return Promise.resolve(); }
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
@@ -159,9 +210,8 @@
       })
       .then(function (answer) {
         if (!answer.ok) {
-          showError(typeof answer.data.detail === 'string' ? answer.data.detail
+          failed(typeof answer.data.detail === 'string' ? answer.data.detail
             : JSON.stringify(answer.data.detail));
-          statusBox.textContent = '';
           return;
         }
         if (inspecting) {
@@ -174,21 +224,59 @@
         statusBox.textContent = 'done in ' + ((Date.now() - started) / 1000).toFixed(1) + ' s';
         form.setAttribute('data-done', String(Date.now()));
       })
-      .catch(function (e) { showError(String(e)); statusBox.textContent = ''; })
+      .catch(function (e) { failed(String(e)); })
       .finally(function () { button.disabled = false; });
   }
-  var file = document.getElementById('config-file');
+  // the model select names the model a run uses: an upload is an entry of its own, and
+  // picking a catalog model drops the upload
+  var catalogChoice = '';
+  function setUpload(upload, error) {
+    uploaded = upload;
+    uploadError = error || '';
+    if (!modelField) { return; }
+    var mark = modelField.querySelector('option[data-upload]');
+    if (!upload && !error) {
+      if (mark) {
+        var shown = mark.selected;
+        mark.remove();
+        if (shown) { modelField.value = catalogChoice; }
+      }
+      return;
+    }
+    if (!mark) {
+      catalogChoice = modelField.value;
+      mark = document.createElement('option');
+      mark.value = '';
+      mark.setAttribute('data-upload', '');
+      modelField.insertBefore(mark, modelField.firstChild);
+    }
+    mark.textContent = upload ? 'uploaded: ' + upload.name : 'unusable upload (see the error)';
+    mark.selected = true;
+  }
+  function uploadFailed(text) {
+    setUpload(null, text + '. To fix: upload a model\'s config.json or pick a catalog model');
+    failed(uploadError);
+  }
+  if (modelField && file) {
+    modelField.addEventListener('change', function () {
+      if (!modelField.value || (!uploaded && !uploadError)) { return; }
+      setUpload(null);
+      file.value = '';
+      inspectBox.replaceChildren();
+      showError('');
+    });
+  }
   if (file) {
     file.addEventListener('change', function () {
       var f = file.files[0];
-      if (!f) { uploaded = null; return; }
+      if (!f) { setUpload(null); inspectBox.replaceChildren(); return; }
       f.text().then(function (text) {
         var config;
         try { config = JSON.parse(text); } catch (e) {
-          showError(f.name + ': not valid JSON (' + e.message + ')');
+          uploadFailed(f.name + ': not valid JSON (' + e.message + ')');
           return;
         }
-        uploaded = {name: f.name.replace(/\.json$/, ''), config: config};
+        setUpload({name: f.name.replace(/\.json$/, ''), config: config});
         var seq = form.elements.namedItem('seq_len');
         return fetch('/api/models/inspect', {method: 'POST',
           headers: {'content-type': 'application/json'},
@@ -196,15 +284,16 @@
                                 seq_len: seq ? Number(seq.value) || 4096 : 4096})})
           .then(function (r) { return r.json().then(function (d) { return [r.ok, d]; }); })
           .then(function (x) {
-            if (x[0]) { showError(''); showInspect(x[1]); } else { showError(x[1].detail); }
+            // a config the server refuses stays chosen: a run shows the same reason
+            if (x[0]) { showError(''); showInspect(x[1]); } else { failed(x[1].detail); }
           });
-      });
+      }, function (e) { uploadFailed(f.name + ': could not be read (' + e + ')'); });
     });
   }
   var modeField = form.elements.namedItem('mode');
   if (modeField) { modeField.addEventListener('change', showMode); }
-  form.addEventListener('submit', function (e) { e.preventDefault(); run(); });
+  form.addEventListener('submit', function (e) { e.preventDefault(); run(false); });
   fillCatalogs().then(function () {
-    if (applyQuery()) { run(); }
+    if (applyQuery()) { run(true); }
   });
 }());

@@ -1,0 +1,147 @@
+"""What the page shows is what was asked and answered: the model in use (catalog or upload),
+no earlier answer left under an error, the values a shared link could not use."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.web.conftest import CHROMIUM
+from tests.web.test_browser import DESKTOP, _page, _text
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
+WAIT_MS = 10_000  # longer than any answer here needs; the old page never got there
+
+
+def _mistral_config() -> str:
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    return str(MODELS_DIR / load_catalog().models.get("mistral-7b").config_file)
+
+
+def _small_training(page) -> None:
+    page.select_option("select[name=gpus]", ["h100-sxm5-80gb"])
+    page.fill("input[name=min_count]", "8")
+    page.fill("input[name=max_count]", "8")
+    page.fill("input[name=tokens]", "1e10")
+    page.fill("input[name=global_batch]", "64")
+
+
+def _step_s(model: str) -> float:
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario
+
+    return plan_training(TrainScenario.model_validate({
+        "model": model, "training": {"tokens": 1e10, "global_batch": 64, "seq_len": 4096},
+        "hardware": {"gpus": ["h100-sxm5-80gb"], "min_count": 8, "max_count": 8}})
+    ).best[0].step_s
+
+
+def _open_train(browser, live_server, query=""):
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/train{query}")
+    page.wait_for_selector('select[name=gpus] option[value="h100-sxm5-80gb"]', state="attached")
+    return page, errors
+
+
+def test_picking_a_catalog_model_replaces_the_upload(browser, live_server):
+    """The upload used to win silently: the plan was the uploaded model's."""
+    page, errors = _open_train(browser, live_server)
+    page.set_input_files("#config-file", _mistral_config())
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    in_use = page.locator("select[name=model] option:checked").inner_text()
+    page.select_option("select[name=model]", "llama-3.1-8b")
+    _small_training(page)
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    assert _text(page, "step time") == f"{_step_s('llama-3.1-8b'):,.3f} s" != \
+        f"{_step_s('mistral-7b'):,.3f} s"
+    assert "model=llama-3.1-8b" in page.url
+    assert page.eval_on_selector("#config-file", "e => e.files.length") == 0
+    assert page.inner_html("#inspect") == ""
+    assert in_use == "uploaded: mistral-7b"  # the select named the upload while it was used
+    page.close()
+    assert not errors
+
+
+def test_a_failed_upload_drops_the_earlier_one(browser, live_server):
+    """A second, broken file kept the first upload; the next run hid the error and planned
+    the first file."""
+    page, errors = _open_train(browser, live_server)
+    posted = []
+    page.on("request", lambda r: posted.append(r.url) if "/api/plan/" in r.url else None)
+    page.set_input_files("#config-file", _mistral_config())
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    page.set_input_files("#config-file", files=[{"name": "broken.json",
+                                                 "mimeType": "application/json",
+                                                 "buffer": b'{"model_type": '}])
+    page.wait_for_selector("#error:not(.hidden)")
+    assert page.inner_text("#error").startswith("broken.json: not valid JSON (")
+    assert page.inner_html("#inspect") == ""
+    _small_training(page)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    assert page.inner_text("#error").startswith("broken.json: not valid JSON (")
+    assert "pick a catalog model" in page.inner_text("#error")
+    assert page.inner_html("#result") == "" and not posted
+    # a catalog model ends the failed upload
+    page.select_option("select[name=model]", "llama-3.1-8b")
+    assert page.is_hidden("#error")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    assert _text(page, "step time") == f"{_step_s('llama-3.1-8b'):,.3f} s"
+    page.close()
+    assert not errors
+
+
+def test_a_failed_run_clears_the_earlier_answer(browser, live_server):
+    page, errors = _open_train(browser, live_server, "?model=llama-3.1-8b&gpus=h100-sxm5-80gb"
+                                                     "&min_count=8&max_count=8&tokens=1e10"
+                                                     "&global_batch=64")
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    page.fill("input[name=min_count]", "64")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#error:not(.hidden)")
+    assert page.inner_html("#result") == ""
+    assert page.inner_text("#error").endswith("min_count 64 exceeds max_count 8")
+    page.close()
+    home, home_errors = _page(browser, live_server, DESKTOP)
+    home.goto(f"{live_server}/")
+    home.wait_for_selector('select[name=model] option[value="llama-3.1-8b"]', state="attached")
+    home.select_option("select[name=model]", "llama-3.1-8b")
+    home.click("button[type=submit]")
+    home.wait_for_selector('#inspect [data-label="parameters"]')
+    home.fill("input[name=seq_len]", "0")
+    home.click("button[type=submit]")
+    home.wait_for_selector("#error:not(.hidden)")
+    assert home.inner_text("#error").startswith("seq_len: Input should be greater than or "
+                                                "equal to 1")
+    assert home.inner_html("#inspect") == ""
+    home.close()
+    assert not errors and not home_errors
+
+
+def test_a_links_unusable_values_are_reported(browser, live_server):
+    page, errors = _open_train(browser, live_server,
+                               "?model=llama-3.1-8b&gpus=h999,h100-sxm5-80gb&tokens=abc"
+                               "&min_count=8&max_count=8.5&global_batch=64&colour=red")
+    page.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
+    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
+    notice = page.inner_text("#notice")  # still there after the run the link started
+    assert notice.startswith("ignored from the link: gpus=h999,h100-sxm5-80gb (h999 is not "
+                             "one of ")
+    assert notice.endswith("; tokens=abc (not a number); max_count=8.5 (not a whole number); "
+                           "colour=red (not a field of this page)")
+    assert page.input_value("input[name=tokens]") == "1e11"  # the form's own default
+    page.click("button[type=submit]")  # a run of the user's own: the link is done with
+    page.wait_for_selector("#notice.hidden", state="attached")
+    page.close()
+    serve, serve_errors = _page(browser, live_server, DESKTOP)
+    serve.goto(f"{live_server}/serve?mode=bogus")
+    serve.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
+    assert serve.inner_text("#notice") == ("ignored from the link: mode=bogus (bogus is not "
+                                           "one of plan, simulate)")
+    assert serve.input_value("select[name=mode]") == "plan"
+    serve.close()
+    assert not errors and not serve_errors
