@@ -228,7 +228,8 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(plan_train, "plan_training", interrupted)
-    code, out, err = run(capsys, "plan", "train", str(ROOT / "examples" / "train-llama-3.1-70b.yaml"))
+    scenario = ROOT / "examples" / "train-llama-3.1-70b.yaml"
+    code, out, err = run(capsys, "plan", "train", str(scenario))
     assert (code, out, err) == (130, "", "interrupted\n")
 
 
