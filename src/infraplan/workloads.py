@@ -255,6 +255,13 @@ class TrainHardware(_Spec):
                                       description="ports of `network` per node")
 
 
+    @field_validator("gpus")
+    @classmethod
+    def _each_accelerator_once(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        from infraplan.catalog import distinct_accelerators
+
+        return distinct_accelerators(names)  # aliases of one accelerator would plan it twice
+
     @model_validator(mode="after")
     def _counts_or_range(self):
         if self.counts is not None and {"min_count", "max_count"} & self.model_fields_set:
@@ -335,12 +342,10 @@ class TrainScenario(_Spec):
     @field_validator("prices")
     @classmethod
     def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
-        from infraplan.catalog import load_catalog
+        from infraplan.catalog import accelerator
 
-        table = load_catalog().accelerators
         for gpu, price in prices.items():
-            if gpu not in table:
-                table.get(gpu)  # UnknownNameError: did you mean, how to list them
+            accelerator(gpu)  # UnknownNameError: did you mean, how to list them
             if not price > 0:
                 raise ValueError(f"{gpu}: a price must be > 0 USD per GPU-hour (got {price})")
         return prices

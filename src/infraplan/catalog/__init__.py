@@ -95,3 +95,8 @@ def load_catalog() -> Catalog:
 def accelerator(name: str) -> Accelerator:
     """Look an accelerator up by name or alias ('h100', 'H100-SXM', 'a100-sxm4-80gb')."""
     return load_catalog().accelerators.get(name)
+
+
+def distinct_accelerators(names) -> tuple[str, ...]:
+    """Canonical names, each once: 'h100' and 'H100-SXM5' are one accelerator to compare."""
+    return tuple(dict.fromkeys(accelerator(name).name for name in names))

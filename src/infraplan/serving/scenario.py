@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 from pydantic import Field, PositiveInt, field_validator
 
-from infraplan.catalog import load_catalog
+from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.dtypes import canonical_dtype
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
@@ -45,15 +44,10 @@ class SearchSpace(SpecModel):
     @field_validator("gpus")
     @classmethod
     def _known_gpus(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        """Canonical names, each once ('h100' and 'H100-SXM5' are one accelerator)."""
-        table = load_catalog().accelerators
-        out = []
-        for name in names:
-            try:
-                out.append(table.get(name).name)
-            except InputError as exc:
-                raise InputError(f"has {exc.message}", fix=exc.fix) from None
-        return tuple(dict.fromkeys(out))
+        try:
+            return distinct_accelerators(names)
+        except InputError as exc:
+            raise InputError(f"has {exc.message}", fix=exc.fix) from None
 
     @field_validator("weight_dtypes")
     @classmethod
@@ -118,15 +112,13 @@ class ServeScenario(SpecModel):
     seed: int = Field(default=0, ge=0)
 
     def _check(self) -> None:
-        table = load_catalog().accelerators
-        for gpu, price in self.prices.items():
-            if gpu not in table:
-                try:
-                    table.get(gpu)
-                except InputError as exc:
-                    raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
-            if not (math.isfinite(price) and price > 0):
-                raise FieldError("prices", f"{gpu}: must be a finite number > 0 (got {price})",
+        for gpu, price in self.prices.items():  # finite: StrictNumbers
+            try:
+                accelerator(gpu)
+            except InputError as exc:
+                raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
+            if price <= 0:
+                raise FieldError("prices", f"{gpu}: must be > 0 (got {price})",
                                  fix="give USD per GPU-hour, e.g. prices: {h100: 2.5}")
 
     @classmethod

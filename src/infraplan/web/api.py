@@ -266,8 +266,7 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     from infraplan.workloads import TrainScenario, parse_spec
 
     model, arch = _model(req)
-    # 'h100' and 'h100-sxm5-80gb' are one accelerator: plan it once
-    gpus = list(dict.fromkeys(catalog_name("accelerator", g) for g in req.gpus))
+    gpus = [catalog_name("accelerator", g) for g in req.gpus]  # TrainHardware dedupes
     raw = {"name": f"{model} training", "model": model,
            "training": {"tokens": req.tokens, "global_batch": req.global_batch,
                         "seq_len": req.seq_len, "precision": req.precision,
