@@ -156,8 +156,8 @@ def training_document(scenario, result, arch=None) -> dict:
             econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
                              f"{e['carbon_kg_co2e']:,.0f} kg CO2e ({e['region']})"))
     else:
-        econ.append(item("energy (GPUs at TDP)", best.energy_kwh,
-                         f"{best.energy_kwh:,.0f} kWh"))
+        econ.append(item("energy (GPUs at TDP)", best.it_energy_kwh,
+                         f"{best.it_energy_kwh:,.0f} kWh"))
     econ_tables, econ_figures = [], ["frontier_usd"] if "frontier_usd" in figures else []
     if cost:
         figures["cost"] = fig.cost_figure(cost)

@@ -195,12 +195,6 @@ class PlanResult:
     notes: tuple[str, ...] = field(default=())
     economics: dict | None = None  # cost line items, energy and carbon (plan train)
 
-    @property
-    def energy_kwh(self) -> float | None:
-        """The same as it_energy_kwh, the name the HTML document (report/document_train.py)
-        still reads; JSON carries it_energy_kwh only."""
-        return self.it_energy_kwh
-
     def describe(self) -> str:
         return self.plan.describe()
 
