@@ -220,6 +220,9 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     assert 0 < by_id["a"].predicted < 1 and 0 < by_id["b"].predicted < 0.1
     assert by_id["e"].plan.deployment.pp == 2
     assert all(r.predicted > 0 for r in report.rows)
+    # the engine the catalog lacks is simulated with vLLM's defaults, and the plan says so
+    assert by_id["c"].plan.describe().startswith("vllm (stand-in for 'TGI 2.0') TP=2")
+    assert by_id["e"].plan.describe().startswith("vllm TP=8 PP=2")
 
 
 @pytest.mark.parametrize("arrival, engine, tuning", [

@@ -50,13 +50,18 @@ class RowPlan:
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_tokens: int
+    engine_text: str = ""  # the row's own engine cell, when the catalog does not know it
 
     def describe(self) -> str:
         d = self.deployment
+        stand_in = ""
+        if _catalog_engine_named(self.engine_text) is None:
+            stand_in = (f" (stand-in for {self.engine_text.strip()!r})"
+                        if self.engine_text.strip() else " (no engine given)")
         batching = f"static batch {d.batch_size}" if d.batching == "static" else \
             f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
         pp = f" PP={d.pp}" if d.pp > 1 else ""
-        return (f"{d.engine} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
+        return (f"{d.engine}{stand_in} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
                 f"KV {self.kv_tokens:,} tokens")
 
 
@@ -79,16 +84,24 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
         "output": {"kind": "fixed", "value": out}}), seed=seed)
 
 
-def engine_for_row(text: str | None) -> str:
-    """The catalog engine a row's free-text engine names ('TensorRT-LLM 0.13.0', 'vLLM
-    (ROCm)'): the first catalog name or alias the text starts with; vLLM's defaults (the
-    common continuous-batching scheduler) for an engine the catalog does not hold."""
+# The common continuous-batching scheduler, for a row whose engine the catalog does not hold
+FALLBACK_ENGINE = "vllm"
+
+
+def _catalog_engine_named(text: str | None) -> str | None:
     key = re.sub(r"[\s_]+", "-", (text or "").strip().lower())
     for engine in load_catalog().engines:
         for name in sorted((engine.name, *engine.aliases), key=len, reverse=True):
             if key.startswith(name.lower().replace("_", "-")):
                 return engine.name
-    return "vllm"
+    return None
+
+
+def engine_for_row(text: str | None) -> str:
+    """The catalog engine a row's free-text engine names ('TensorRT-LLM 0.13.0', 'vLLM
+    (ROCm)'): the first catalog name or alias the text starts with; vLLM's defaults for an
+    engine the catalog does not hold (the row's plan says it stood in)."""
+    return _catalog_engine_named(text) or FALLBACK_ENGINE
 
 
 def engine_version_for_row(text: str | None) -> str | None:
@@ -150,7 +163,8 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         key, stat = LATENCY_METRICS[metric]
         predicted = summary[key][stat]
     r = result.replica
-    plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens)
+    plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens,
+                   engine_text=row.get("engine") or "")
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
 
 
