@@ -100,7 +100,7 @@ def test_training_numbers_are_the_library_call(train_report):
     best = result.best[0]
     for text in (f"{best.step_s:,.3f} s", f"{best.mfu:.1%}", f"{best.tokens_per_s:,.0f}",
                  f"{best.gpu_hours:,.0f}", f"{best.time_to_train_s / 86400:,.1f} days",
-                 f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.0f} GiB",
+                 f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.1f} GiB",
                  f"{best.plan.num_gpus:,} x {best.accelerator}", best.plan.describe()):
         assert text in html, text
     assert set(doc["figures"]) >= {"frontier_gpu_hours", "frontier_usd", "step_breakdown",

@@ -30,7 +30,7 @@ def _plans_table(title: str, plans) -> dict:
     rows = [[p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.3f}",
              f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
              days(p.time_to_train_s), "-" if p.gpu_hours is None else f"{p.gpu_hours:,.0f}",
-             f"{p.memory_bytes / GiB:.1f} / {p.capacity_bytes / GiB:.0f}"] for p in plans]
+             f"{p.memory_bytes / GiB:.1f} / {p.capacity_bytes / GiB:.1f}"] for p in plans]
     return table(title, ["GPU", "count", "plan", "step s", "tokens/s/GPU", "MFU",
                          "time to train", "GPU-hours", "memory GiB"], rows)
 
@@ -126,7 +126,7 @@ def training_document(scenario, result, arch=None) -> dict:
              f"{best.tokens_per_s / best.plan.num_gpus:,.0f}"),
         item("MFU", best.mfu, f"{best.mfu:.1%}"), item("HFU", best.hfu, f"{best.hfu:.1%}"),
         item("memory per accelerator", best.memory_bytes,
-             f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.0f} GiB")],
+             f"{best.memory_bytes / GiB:.1f} GiB of {best.capacity_bytes / GiB:.1f} GiB")],
         tables=[table("step time breakdown of the chosen plan (s)", ["part", "seconds", "share"],
                       [[COMPONENTS[k], f"{v:,.3f}", f"{v / best.step_s:.1%}"]
                        for k, v in best.breakdown_s.items() if v > 5e-4])],
