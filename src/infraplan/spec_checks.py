@@ -1,8 +1,12 @@
-"""Checks every spec model shares, before pydantic coerces the input.
+"""Checks every spec model shares, and the one way their problems are described.
 
 Pydantic's lax mode reads `true` as 1 where a number is expected (`replicas: true` would run
 one replica). A YAML or JSON boolean is never a count or a price, so it is refused; strings
 stay accepted, because PyYAML reads `tokens: 1e10` (no dot) as the string '1e10'.
+
+`describe_errors` turns a pydantic ValidationError into one clause per problem, each naming
+the dotted path of its field: `training.seq_len must be >= 1 (got 0)`, `traffic.input.vlaue
+is not a known key; did you mean 'value'?`.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from infraplan.errors import InputError, close_matches
 
 _NUMBERS = (int, float)
 
@@ -70,3 +76,93 @@ class StrictNumbers(BaseModel):
         if problem:
             raise ValueError(problem)
         return data
+
+
+class FieldError(InputError):
+    """Raised by a model validator about one field: the field extends the error's path."""
+
+    def __init__(self, field: str, detail: str, *, fix: str | None = None):
+        self.field, self.detail = field, detail
+        super().__init__(f"{field} {detail}", fix=fix)
+
+
+_PHRASES = {"greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}",
+            "less_than": "must be < {lt}", "less_than_equal": "must be <= {le}"}
+
+
+def _length_phrase(err: dict) -> str:
+    """pydantic says "Tuple should have at most 2 items after validation, not 3"."""
+    ctx, got = err["ctx"], err["ctx"].get("actual_length")
+    if err["type"] == "too_short" and ctx["min_length"] == 1:
+        return "must not be empty"
+    bound, n = (("at most", ctx["max_length"]) if err["type"] == "too_long"
+                else ("at least", ctx["min_length"]))
+    return f"must have {bound} {n} item{'s' * (n != 1)}" + (f", not {got}" if got is not None
+                                                          else "")
+
+
+def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = "") -> str:
+    """One clause per problem, '; '-joined, each starting with the field's dotted path
+    (under `root`, the name of `model` in its document, if it has one)."""
+    clauses, listed = [], set()  # the valid keys are listed once per mapping
+    errors = exc.errors()
+    for err in errors:
+        loc = [str(p) for p in err["loc"]]
+        if err["type"] in ("too_long", "too_short") and any(
+                other["loc"][:len(loc)] == err["loc"] and len(other["loc"]) > len(loc)
+                for other in errors):
+            continue  # pydantic counts only the items that validated: an echo of theirs
+        error, got = err.get("ctx", {}).get("error"), err.get("input")
+        shown = "" if isinstance(got, (dict, list, tuple)) else f" (got {got!r})"
+        if isinstance(error, FieldError):
+            loc.append(error.field)
+            text = error.detail if error.fix is None else f"{error.detail}; to fix: {error.fix}"
+        elif err["type"] == "extra_forbidden":
+            known = list(_model_at(model, loc[:-1]).model_fields)
+            close = close_matches(loc[-1], known)
+            text = "is not a known key" + (f"; did you mean {close[0]!r}?" if close else
+                                           "" if tuple(loc[:-1]) in listed else
+                                           f"; valid keys: {', '.join(known)}")
+            if not close:
+                listed.add(tuple(loc[:-1]))
+        elif err["type"] == "missing":
+            text = "is required"
+        elif err["type"] in ("too_long", "too_short"):
+            text = _length_phrase(err)
+        elif err["type"] == "literal_error":
+            field = _model_at(model, loc[:-1]).model_fields.get(loc[-1])
+            choices = _literal_choices(getattr(field, "annotation", None))
+            close = close_matches(str(got), choices)
+            text = f"must be one of {', '.join(map(repr, choices))}{shown}" + (
+                f"; did you mean {close[0]!r}?" if close else "")
+        else:
+            phrase = _PHRASES.get(err["type"])
+            text = (phrase.format(**{k: _num(v) for k, v in err["ctx"].items()}) if phrase
+                    else err["msg"].removeprefix("Value error, ")
+                    .replace("Input should be", "must be", 1)) + shown
+        clauses.append(f"{'.'.join(p for p in (root, *loc) if p) or 'the top level'} {text}")
+    return "; ".join(clauses)
+
+
+def _literal_choices(annotation: Any) -> list[str]:
+    """The values of a Literal annotation, looked for inside `Literal[...] | None` too."""
+    if get_origin(annotation) is Literal:
+        return [str(c) for c in get_args(annotation)]
+    return [c for arg in get_args(annotation) for c in _literal_choices(arg)]
+
+
+def _num(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel]:
+    """The (sub)model at a path of field names; `X | None` fields are followed into X."""
+    for part in path:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        options = get_args(annotation) if get_origin(annotation) is not None else (annotation,)
+        sub = [t for t in options if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not sub:
+            return model
+        model = sub[0]
+    return model

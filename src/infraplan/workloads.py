@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
+from pydantic import (ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
 from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError
 from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import on_disk, read_user_file
-from infraplan.spec_checks import StrictNumbers
+from infraplan.spec_checks import StrictNumbers, describe_errors
 
 
 # Bounds far above any real job, so that a typo (an extra zero run, 1e300) is refused with
@@ -111,39 +111,6 @@ class MemoryScenario(_Spec):
     finetune: FineTune = FineTune()
 
 
-def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -> str:
-    """One line per problem: 'origin: training.seq_len: ...; did you mean ...'."""
-    lines, listed = [], set()  # the valid keys are listed once per mapping
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        where = ".".join(loc) or "top level"
-        if err["type"] == "extra_forbidden":
-            known = _fields_at(model, loc[:-1])
-            close = close_matches(loc[-1], known)
-            hint = f"; did you mean {close[0]!r}?" if close else "" \
-                if tuple(loc[:-1]) in listed else f"; valid keys: {', '.join(known)}"
-            if not close:
-                listed.add(tuple(loc[:-1]))
-            lines.append(f"{where}: unknown key{hint}")
-        elif err["type"] == "missing":
-            lines.append(f"{where}: required")
-        else:
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}{shown}")
-    return f"{origin}: " + "; ".join(lines)
-
-
-def _fields_at(model: type[BaseModel], path: list[str]) -> list[str]:
-    for part in path:
-        field = model.model_fields.get(part)
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        model = annotation
-    return list(model.model_fields)
-
-
 class UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML
     keeps the last one silently, so a pasted second `hardware:` would win unnoticed)."""
@@ -233,7 +200,7 @@ def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(describe_errors(exc, model, origin)) from None
+        raise InputError(f"{origin}: {describe_errors(exc, model)}") from None
 
 
 class TrainHardware(_Spec):

@@ -21,7 +21,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
-from infraplan.spec_checks import StrictNumbers
+from infraplan.spec_checks import StrictNumbers, describe_errors
 from infraplan.units import GIGA, parse_quantity
 
 DAYS_PER_MONTH = 30.44
@@ -91,11 +91,10 @@ class CostInputs(StrictNumbers):
             raw = {}
         if not isinstance(raw, dict):
             raise InputError(f"{origin}: expected a mapping of cost fields, got {raw!r}")
-        from infraplan.workloads import describe_errors  # workloads imports this module
         try:
             inputs = cls.model_validate(raw)
         except ValidationError as exc:
-            raise InputError(describe_errors(exc, cls, origin)) from None
+            raise InputError(f"{origin}: {describe_errors(exc, cls)}") from None
         for which in ("dataset", "checkpoint"):
             storage_usd_per_gb_month(inputs, which, origin=origin)  # tier names and prices
         return inputs

@@ -11,21 +11,13 @@ a spec nested in another pydantic model raise pydantic's ValidationError as usua
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from infraplan.errors import InputError, close_matches
-from infraplan.spec_checks import StrictNumbers
-
-
-class FieldError(InputError):
-    """Raised by a model validator about one field: the field extends the error's path."""
-
-    def __init__(self, field: str, detail: str, *, fix: str | None = None):
-        self.field, self.detail = field, detail
-        super().__init__(f"{field} {detail}", fix=fix)
+from infraplan.errors import InputError
+from infraplan.spec_checks import FieldError, StrictNumbers, describe_errors
 
 
 class SpecModel(StrictNumbers):
@@ -42,7 +34,7 @@ class SpecModel(StrictNumbers):
         try:
             return super().model_validate(obj, **kwargs)
         except ValidationError as exc:
-            raise InputError(describe_errors(exc, cls, cls.origin)) from None
+            raise InputError(describe_errors(exc, cls, root=cls.origin)) from None
 
     @model_validator(mode="after")
     def _fields_of_kind(self):
@@ -65,69 +57,6 @@ class SpecModel(StrictNumbers):
 
     def _check(self) -> None:
         """Cross-field checks of a subclass; they run after the kind's fields are known."""
-
-
-_PHRASES = {"greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}",
-            "less_than": "must be < {lt}", "less_than_equal": "must be <= {le}"}
-
-
-def describe_errors(exc: ValidationError, model: type[BaseModel], origin: str) -> str:
-    """One clause per problem, '; '-joined, each starting with the dotted field path."""
-    clauses, listed = [], set()  # the valid keys are listed once per mapping
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        error, got = err.get("ctx", {}).get("error"), err.get("input")
-        shown = "" if isinstance(got, (dict, list, tuple)) else f" (got {got!r})"
-        if isinstance(error, FieldError):
-            loc.append(error.field)
-            text = error.detail if error.fix is None else f"{error.detail}; to fix: {error.fix}"
-        elif err["type"] == "extra_forbidden":
-            known = list(_model_at(model, loc[:-1]).model_fields)
-            close = close_matches(loc[-1], known)
-            text = "is not a known key" + (f"; did you mean {close[0]!r}?" if close else
-                                           "" if tuple(loc[:-1]) in listed else
-                                           f"; valid keys: {', '.join(known)}")
-            if not close:
-                listed.add(tuple(loc[:-1]))
-        elif err["type"] == "missing":
-            text = "is required"
-        elif err["type"] == "literal_error":
-            field = _model_at(model, loc[:-1]).model_fields.get(loc[-1])
-            choices = _literal_choices(getattr(field, "annotation", None))
-            close = close_matches(str(got), choices)
-            text = f"must be one of {', '.join(map(repr, choices))}{shown}" + (
-                f"; did you mean {close[0]!r}?" if close else "")
-        else:
-            phrase = _PHRASES.get(err["type"])
-            text = (phrase.format(**{k: _num(v) for k, v in err["ctx"].items()}) if phrase
-                    else err["msg"].removeprefix("Value error, ")
-                    .replace("Input should be", "must be", 1)) + shown
-        clauses.append(f"{'.'.join([origin, *loc])} {text}")
-    return "; ".join(clauses)
-
-
-def _literal_choices(annotation: Any) -> list[str]:
-    """The values of a Literal annotation, looked for inside `Literal[...] | None` too."""
-    if get_origin(annotation) is Literal:
-        return [str(c) for c in get_args(annotation)]
-    return [c for arg in get_args(annotation) for c in _literal_choices(arg)]
-
-
-def _num(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel]:
-    """The (sub)model at a path of field names; `X | None` fields are followed into X."""
-    for part in path:
-        field = model.model_fields.get(part)
-        annotation = getattr(field, "annotation", None)
-        options = get_args(annotation) if get_origin(annotation) is not None else (annotation,)
-        sub = [t for t in options if isinstance(t, type) and issubclass(t, BaseModel)]
-        if not sub:
-            return model
-        model = sub[0]
-    return model
 
 
 # Tokens in one request at most: a thousand times the longest context of any model (a
