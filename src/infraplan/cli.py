@@ -152,7 +152,9 @@ def _run_catalog(args) -> int:
 def _add_model(sub) -> None:
     p = sub.add_parser("model", help="architecture math of one model: params, FLOPs, KV")
     p.add_argument("name", help="catalog model or config.json path")
-    p.add_argument("--seq-len", type=_positive_int, default=4096)
+    p.add_argument("--seq-len", type=_positive_int, default=None,
+                   help="sequence length of the FLOPs per token (default: 4096, or the "
+                        "model's context if shorter)")
     add_output_flags(p)
     p.set_defaults(run=_run_model)
 
@@ -161,7 +163,7 @@ def _run_model(args) -> int:
     from infraplan.report.model import model_summary
     from infraplan.workloads import MAX_SEQ_LEN
 
-    if args.seq_len > MAX_SEQ_LEN:  # the same bound as a scenario's seq_len
+    if args.seq_len is not None and args.seq_len > MAX_SEQ_LEN:  # the same bound as a scenario's seq_len
         raise InputError(f"--seq-len must be <= {MAX_SEQ_LEN:,} (got {args.seq_len:,})")
     summary = model_summary(args.name, args.seq_len)
     return emit(args, "model", summary, lambda: summary["text"])

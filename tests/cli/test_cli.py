@@ -104,6 +104,29 @@ def test_model_summary_of_alternating_local_layers(capsys):
     assert "past it, a token adds 36.0 KiB in bf16" in data["text"]
 
 
+def test_model_flops_default_to_the_models_own_context(capsys):
+    """gpt2 has 1,024 learned positions: quoting FLOPs at 4,096 tokens described a model
+    that cannot run; past a RoPE model's context the numbers follow, with a note."""
+    code, out, _ = run(capsys, "model", "gpt2", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["seq_len"] == 1024 and data["notes"] == []
+    code, out, _ = run(capsys, "model", "llama-3.1-8b", "--seq-len", "262144", "--json")
+    data = json.loads(out)
+    assert data["seq_len"] == 262144
+    assert data["notes"] == ["seq_len 262144 exceeds the model's max_position_embeddings 131072"]
+    assert data["text"].endswith("note: " + data["notes"][0])
+
+
+def test_a_model_folder_is_named_after_itself(tmp_path, capsys):
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text((ROOT / "validation/models/llama-3.1-8b.json")
+                                        .read_text())
+    for target in (folder, folder / "config.json"):
+        code, out, _ = run(capsys, "model", str(target))
+        assert code == 0 and out.startswith("my-llama (llama): 8.03B parameters")
+
+
 BAD_INPUT = [
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h10"], "did you mean"),
     (["memory", "--model", "lama-3.1-70b", "--gpu", "h100"], "did you mean 'llama-3.1-70b'"),

@@ -43,7 +43,8 @@ def read_config(path: Path) -> dict:
 @lru_cache(maxsize=256)
 def _load_path(path: str) -> ModelArch:
     p = Path(path)
-    stem = p.parent.name if p.name == "config.json" or p.is_dir() else p.stem
+    # a folder or its config.json is named after the folder, any other file after itself
+    stem = p.name if p.is_dir() else p.parent.name if p.name == "config.json" else p.stem
     return arch_from_config(read_config(p), name=stem, origin=p.name)
 
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes,
                               kv_cache_bytes_per_token, load_model, matmul_flops_per_token,
                               param_counts, training_flops_per_sequence)
+from infraplan.training.memory import context_notes
 from infraplan.units import format_count
 
+DEFAULT_SEQ_LEN = 4096  # FLOPs per token are quoted at this length, or the model's context
 
-def model_summary(name: str, seq_len: int) -> dict:
+
+def model_summary(name: str, seq_len: int | None = None) -> dict:
     """`infraplan model NAME`: a catalog model or a config.json path."""
     return arch_summary(load_model(name), seq_len)
 
 
-def arch_summary(arch: ModelArch, seq_len: int) -> dict:
+def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
     """Parameters, FLOPs per token and KV bytes per token of a parsed architecture (also
-    what the web page shows for an uploaded config.json), with the text view."""
+    what the web page shows for an uploaded config.json), with the text view. Without
+    `seq_len`: DEFAULT_SEQ_LEN, or the model's context if that is shorter."""
+    if seq_len is None:
+        seq_len = min(DEFAULT_SEQ_LEN, arch.max_position_embeddings)
     counts = param_counts(arch)
     at = arch.attention
     forward = float(forward_flops_per_token(arch, seq_len))
@@ -33,6 +39,7 @@ def arch_summary(arch: ModelArch, seq_len: int) -> dict:
         "forward_flops_per_token": forward, "training_flops_per_token": float(training),
         "kv_cache_bytes_per_token": kv,
         "max_position_embeddings": arch.max_position_embeddings,
+        "notes": context_notes(arch, seq_len),
     }
     moe = arch.moe
     lines = [
@@ -65,5 +72,6 @@ def arch_summary(arch: ModelArch, seq_len: int) -> dict:
         f"KV cache per token: {kv['bf16'] / 1024:,.1f} KiB in bf16, "
         f"{kv['fp8'] / 1024:,.1f} KiB in fp8",
     ]
+    lines += [f"note: {n}" for n in data["notes"]]
     data["text"] = "\n".join(lines)
     return data
