@@ -130,7 +130,8 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
         elif err["type"] in ("too_long", "too_short"):
             text = _length_phrase(err)
         elif err["type"] == "literal_error":
-            field = _model_at(model, loc[:-1]).model_fields.get(loc[-1])
+            named = [p for p in loc if not p.isdigit()]  # an item of a list: its list's field
+            field = _model_at(model, named[:-1]).model_fields.get(named[-1]) if named else None
             choices = _literal_choices(getattr(field, "annotation", None))
             close = close_matches(str(got), choices)
             text = f"must be one of {', '.join(map(repr, choices))}{shown}" + (

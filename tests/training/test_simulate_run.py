@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -39,8 +40,9 @@ def test_run_is_the_plans_work_billed_at_its_prices():
 
 def test_reserved_baseline_needs_its_size_and_price():
     plan = plan_training(_scenario()).best[0]
-    with pytest.raises(InputError, match="run.reserved is missing"):
-        simulate_training_run(_scenario(), plan)
+    # asked for explicitly without run.reserved: the fix suggests half the plan's GPUs
+    with pytest.raises(InputError, match=r"run.reserved is missing.*\{gpus: 32\}"):
+        simulate_training_run(_scenario(strategies=["reserved_plus_spot"]), plan)
     with pytest.raises(InputError, match="exceeds the plan's 64 GPUs"):
         simulate_training_run(_scenario(reserved={"gpus": 65, "usd_per_gpu_hour": 2}), plan)
     sim = simulate_training_run(_scenario(reserved={"gpus": 32, "usd_per_gpu_hour": 2.0}),
@@ -65,3 +67,160 @@ def test_simulate_train_cli(tmp_path, capsys):
     assert main(["simulate", "train", str(path)]) == 2
     err = capsys.readouterr().err
     assert "run.strategies" in err and err.count("\n") == 1
+
+
+# --- the run: block's defaults, prices and checkpoint plan ---------------------------------
+
+def test_default_strategies_add_reserved_plus_spot_only_with_a_reservation():
+    """Regression: a scenario without run.strategies (examples/article-2) exited 2 asking
+    for run.reserved."""
+    assert _scenario().run.strategies == ("on_demand", "spot")
+    assert _scenario(reserved={"gpus": 32}).run.strategies == (
+        "on_demand", "spot", "reserved_plus_spot")
+    assert _scenario(strategies=["spot"], reserved={"gpus": 32}).run.strategies == ("spot",)
+
+
+def test_every_training_example_names_strategies_it_can_run():
+    from pathlib import Path
+
+    from infraplan.workloads import load_scenario
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    checked = 0
+    for path in sorted(examples.glob("*.yaml")):
+        if "training:" not in path.read_text() or "hardware: {gpu:" in path.read_text():
+            continue
+        try:
+            run = load_scenario(str(path), TrainScenario).run
+        except InputError:
+            continue  # not a plan-train scenario (memory scenarios)
+        checked += 1
+        assert "reserved_plus_spot" not in run.strategies or run.reserved is not None, path
+    assert checked >= 4
+
+
+def test_article_2_runs_under_simulate_train(capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples/article-2-train-70b-32xh100.yaml"
+    assert main(["simulate", "train", str(example), "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["strategies"]) == {"on_demand", "spot"}
+
+
+def _spot_price(prices: dict, **spot) -> tuple[float, str]:
+    scenario = TrainScenario.model_validate({**BASE, "prices": prices,
+                                             "run": {"spot": spot}})
+    on_demand = prices.get("h100", 2.69)  # the catalog's cheapest H100 on-demand (RunPod)
+    return scenario.run.spot.price("h100", on_demand, scenario_priced="h100" in prices)
+
+
+def test_spot_price_follows_the_scenario_and_says_where_it_came_from():
+    """Regression: discount 0.3 on a $3.00 on-demand gave $1.25 (a catalog listing), and
+    a $1.00 on-demand had a dearer spot ($1.25)."""
+    assert _spot_price({"h100": 3.0}, usd_per_gpu_hour=1.5) == (1.5,
+                                                                 "run.spot.usd_per_gpu_hour")
+    price, source = _spot_price({"h100": 3.0}, discount=0.3)
+    assert price == pytest.approx(2.10) and "run.spot.discount 30%" in source
+    # the scenario's price less the catalog spot offer's own discount: Nebius $1.25 / $2.95
+    price, source = _spot_price({"h100": 1.0})
+    assert price == pytest.approx(1.25 / 2.95) and "nebius" in source
+    assert _spot_price({"h100": 3.0})[0] == pytest.approx(3.0 * 1.25 / 2.95)
+    # nothing priced in the scenario: the catalog's cheapest spot offer itself
+    price, source = _spot_price({})
+    assert price == pytest.approx(1.25) and "cheapest spot offer" in source
+
+
+def test_spot_or_reserved_not_below_on_demand_is_refused():
+    plan = plan_training(_scenario()).best[0]
+    with pytest.raises(InputError, match=r"^run.spot: the spot price \$10.00"):
+        simulate_training_run(_scenario(spot={"usd_per_gpu_hour": 10.0}), plan)
+    with pytest.raises(InputError, match=r"^run.reserved.usd_per_gpu_hour: the reserved "
+                                         r"price \$50.00 is not below on-demand \$3.00"):
+        simulate_training_run(_scenario(reserved={"gpus": 32, "usd_per_gpu_hour": 50}), plan)
+    with pytest.raises(InputError, match=r"run.reserved.gpus = 12 is not a whole number"):
+        simulate_training_run(_scenario(reserved={"gpus": 12, "usd_per_gpu_hour": 2}), plan)
+    # an on-demand-only run needs no spot price
+    sim = simulate_training_run(_scenario(strategies=["on_demand"], trials=20,
+                                          spot={"usd_per_gpu_hour": 10.0}), plan)
+    assert sim.prices_usd_per_gpu_hour == {"on_demand": 3.0}
+
+
+def test_checkpoint_tier_restart_and_mtbf_come_from_the_run_block():
+    from infraplan.catalog import load_catalog
+    from infraplan.reliability.checkpoint import transfer_time_s
+    from infraplan.training.simulate_run import run_setup
+
+    plan = plan_training(_scenario()).best[0]
+    setup = run_setup(_scenario(), plan)
+    assert setup.tier.name == "fsx-lustre-p2-1000"  # not the node's local NVMe
+    read_s = transfer_time_s(setup.checkpoint.size_bytes, setup.tier, 8, write=False)
+    assert setup.restart_s == pytest.approx(600.0 + read_s)
+    data = TrainScenario.model_validate({**BASE, "training": {**BASE["training"],
+                                                              "storage": "fsx-lustre-p2-125"}})
+    assert run_setup(data, plan).tier.name == "fsx-lustre-p2-125"
+    custom = run_setup(_scenario(checkpoint_storage="s3-standard", asynchronous=False,
+                                 failure_detection_s=60.0), plan)
+    tier = load_catalog().storage.get("s3-standard")
+    assert custom.tier.name == "s3-standard" and not custom.asynchronous
+    assert custom.checkpoint.blocking_s == pytest.approx(custom.checkpoint.write_s)
+    assert custom.restart_s == pytest.approx(60.0 + transfer_time_s(
+        custom.checkpoint.size_bytes, tier, 8, write=False))
+    sim = simulate_training_run(_scenario(strategies=["on_demand"], trials=20,
+                                          failure_detection_s=60.0), plan)
+    assert sim.restart_s == run_setup(_scenario(failure_detection_s=60.0), plan).restart_s
+
+
+@pytest.mark.parametrize("run,expected", [
+    ({"checkpoint_storage": "fsx-lustre-p2-100"},
+     "run.checkpoint_storage is not a storage tier in the catalog; did you mean "
+     "'fsx-lustre-p2-1000'"),
+    ({"strategies": ["ondemand"]},
+     "run.strategies.0 must be one of 'on_demand', 'spot', 'reserved_plus_spot' (got "
+     "'ondemand'); did you mean 'on_demand'?"),
+    ({"strategies": ["spot", "spot"]}, "run.strategies lists 'spot' more than once"),
+])
+def test_run_block_typos_are_caught_when_the_scenario_loads(tmp_path, capsys, run, expected):
+    import yaml
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "run": run}))
+    start = time.perf_counter()
+    assert main(["simulate", "train", str(path)]) == 2
+    assert time.perf_counter() - start < 2  # before any plan search
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1
+    # one clause: no echo of pydantic's "at least 1 item" after the bad item
+    assert err.count("run.") == 1
+
+
+def test_text_output_names_the_scan_seed_and_keeps_the_digits_that_differ(tmp_path, capsys):
+    """Regressions: the scan of a spot-only run was labelled on-demand; 99.996% goodput
+    printed as 100.0%, a 0.24% longer wall time as +0%; the seed was not printed."""
+    import re
+
+    import yaml
+
+    from infraplan.report.run import decimals
+
+    assert decimals([0.99996]) == 3 and f"{0.99996:.{decimals([0.99996])}%}" == "99.996%"
+    assert decimals([0.5, 0.9]) == 1 and decimals([1.0]) == 1 and decimals([0.9999999]) == 5
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "run": {"trials": 100, "seed": 7,
+                                                    "strategies": ["spot"]}}))
+    assert main(["simulate", "train", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "spot goodput vs checkpoint interval" in out and "on-demand goodput" not in out
+    assert "100 trials per strategy, seed 7" in out
+    assert "spot $1.27: the scenario's on-demand $3.00 less 58%" in out
+    path.write_text(yaml.safe_dump({**BASE, "run": {"trials": 100}}))
+    assert main(["simulate", "train", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    goodput = data["strategies"]["on_demand"]["goodput"]["p50"]
+    assert main(["simulate", "train", str(path)]) == 0
+    out = capsys.readouterr().out
+    places = decimals([data["strategies"][k]["goodput"]["p50"] for k in ("on_demand", "spot")])
+    assert f"{goodput:.{places}%}" in out and "100.0%" not in out
+    longer = re.search(r"spot: \d+% cheaper than on-demand \(mean\), \+(\d+\.\d)% wall time",
+                       out)
+    walls = [data["strategies"][k]["wall_s"]["mean"] for k in ("spot", "on_demand")]
+    assert longer and float(longer.group(1)) == round((walls[0] / walls[1] - 1) * 100, 1)

@@ -327,3 +327,57 @@ def test_a_scenario_named_with_comment_and_script_markup_keeps_the_data_block(
     assert json.loads(block) == json.loads(json.dumps(built[0]))
     assert json.loads(block)["title"] == name
     assert "<" not in block and ">" not in block and "&" not in block
+
+
+def test_yield_plan_is_simulate_trains_checkpoint_plan():
+    """Regression: the report checkpointed article 4 to the local NVMe, ignored
+    run.asynchronous and left failure detection out of the restart (0.058 s vs 601.85 s)."""
+    from infraplan.report.document_train import training_document
+    from infraplan.training.plan_train import plan_training
+    from infraplan.training.simulate_run import run_setup
+    from infraplan.workloads import TrainScenario, load_scenario
+
+    scenario = load_scenario(str(EXAMPLES / "article-4-2b-spot.yaml"), TrainScenario)
+    result = plan_training(scenario)
+    doc = training_document(scenario, result)
+    setup = run_setup(scenario, result.best[0])
+    k = doc["checkpoints"]
+    assert k["storage_tier"] == setup.tier.name == "fsx-lustre-p2-125"
+    assert k["restart_s"] == pytest.approx(setup.restart_s) == pytest.approx(601.85, abs=0.01)
+    assert (k["mtbf_s"], k["interval_s"], k["blocking_s"], k["size_bytes"]) == pytest.approx(
+        (setup.mtbf_s, setup.checkpoint.interval_s, setup.checkpoint.blocking_s,
+         setup.checkpoint.size_bytes))
+    section = next(s for s in doc["sections"] if s["heading"] == "Yield plan")
+    texts = {i["label"]: i["text"] for i in section["items"]}
+    assert texts["checkpoint size"] == "23.1 GB"
+    assert texts["training blocked per checkpoint (async)"] == "14.5 ms"
+    assert texts["restart (failure detection + reload)"] == \
+        "10.0 min: 10.0 min detection + 1.85 s reload"
+    assert texts["wall time lost, assumed by plan train"] == "10%"
+    assert texts["wall time lost, modelled for this plan"] == \
+        f"{setup.checkpoint.waste_fraction:.2%}"
+    assert "assume 90% goodput" in section["paragraphs"][0]
+    sync = scenario.model_copy(update={"run": scenario.run.model_copy(
+        update={"asynchronous": False})})
+    sync_doc = training_document(sync, result)
+    sync_section = next(s for s in sync_doc["sections"] if s["heading"] == "Yield plan")
+    assert "training blocked per checkpoint (synchronous)" in [
+        i["label"] for i in sync_section["items"]]
+    assert sync_doc["checkpoints"]["blocking_s"] == pytest.approx(setup.checkpoint.write_s)
+
+
+@pytest.mark.parametrize("value,text", [(23.13e9, "23.1 GB"), (5.69e12, "5.69 TB"),
+                                        (999e9, "999 GB"), (2e6, "2.00 MB")])
+def test_sizes_keep_three_significant_figures(value, text):
+    from infraplan.report.document_train import size_text
+
+    assert size_text(value) == text
+
+
+@pytest.mark.parametrize("value,text", [(0.0145, "14.5 ms"), (1.85, "1.85 s"), (0.0, "0.00 s"),
+                                        (601.85, "10.0 min"), (2.85e6, "792 h"),
+                                        (2e-5, "20.0 us")])
+def test_durations_keep_three_significant_figures(value, text):
+    from infraplan.report.document_train import duration_text
+
+    assert duration_text(value) == text

@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 from infraplan.catalog.schema import StorageTier
-from infraplan.errors import InputError
 from infraplan.physics.memory.states import optimizer, weight_bytes_per_param
+from infraplan.reliability.checks import check_number
 
 
 def checkpoint_bytes(num_params: float, *, precision: str = "bf16",
@@ -37,8 +37,8 @@ def checkpoint_bytes(num_params: float, *, precision: str = "bf16",
 def transfer_time_s(size_bytes: float, tier: StorageTier, nodes: int, *,
                     write: bool = True) -> float:
     """Seconds to write (or read) `size_bytes` spread evenly over `nodes` writers."""
-    if size_bytes < 0 or nodes < 1:
-        raise InputError("checkpoint size must be >= 0 and nodes >= 1")
+    check_number("size_bytes", size_bytes, ge=0)
+    check_number("nodes", nodes, ge=1, integer=True)
     per_node = tier.write_bytes_per_s_per_node if write else tier.read_bytes_per_s_per_node
     total = tier.write_bytes_per_s_aggregate if write else tier.read_bytes_per_s_aggregate
     rate = per_node * nodes if total is None else min(per_node * nodes, total)
@@ -65,8 +65,8 @@ def waste_fraction(interval_s: float, checkpoint_s: float, mtbf_s: float,
                    restart_s: float = 0.0) -> float:
     """First-order share of wall time lost: checkpointing, recomputing lost work, restarting."""
     _check(checkpoint_s, mtbf_s)
-    if interval_s <= 0 or restart_s < 0:
-        raise InputError("checkpoint interval must be > 0 and restart time >= 0")
+    check_number("interval_s", interval_s, gt=0)
+    check_number("restart_s", restart_s, ge=0)
     return checkpoint_s / interval_s + interval_s / (2 * mtbf_s) + restart_s / mtbf_s
 
 
@@ -88,6 +88,10 @@ def plan_checkpoints(num_params: float, tier: StorageTier, *, nodes: int, num_gp
     Asynchronous: training blocks only for the device-to-host copy, each GPU copying its
     shard over its host link (default 25 GB/s, a PCIe Gen5 x16 link's practical rate).
     Restart (default): reading the checkpoint back from the same tier."""
+    check_number("num_params", num_params, gt=0)
+    check_number("num_gpus", num_gpus, ge=1, integer=True)
+    check_number("host_copy_bytes_per_s_per_gpu", host_copy_bytes_per_s_per_gpu, gt=0)
+    check_number("mtbf_s", mtbf_s, gt=0)
     size = checkpoint_bytes(num_params, precision=precision, optimizer_name=optimizer_name)
     write = transfer_time_s(size, tier, nodes)
     blocking = size / (num_gpus * host_copy_bytes_per_s_per_gpu) if asynchronous else write
@@ -100,5 +104,5 @@ def plan_checkpoints(num_params: float, tier: StorageTier, *, nodes: int, num_gp
 
 
 def _check(checkpoint_s: float, mtbf_s: float) -> None:
-    if checkpoint_s <= 0 or mtbf_s <= 0:
-        raise InputError("checkpoint time and MTBF must be > 0")
+    check_number("checkpoint_s", checkpoint_s, gt=0)
+    check_number("mtbf_s", mtbf_s, gt=0)

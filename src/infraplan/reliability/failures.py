@@ -15,10 +15,11 @@ that shape also meets).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
-from infraplan.errors import InputError
+from infraplan.reliability.checks import check_number
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -32,20 +33,29 @@ class FailureModel:
     rate_per_gpu_s: float
     derivation: str
 
+    def __post_init__(self) -> None:
+        check_number("FailureModel.rate_per_gpu_s", self.rate_per_gpu_s, ge=0)
+
     def job_mtbf_s(self, num_gpus: int) -> float:
-        """Mean time between interruptions of a job spanning `num_gpus` accelerators."""
-        if num_gpus < 1:
-            raise InputError(f"num_gpus must be >= 1, got {num_gpus}")
-        return 1.0 / (self.rate_per_gpu_s * num_gpus)
+        """Mean time between interruptions of a job spanning `num_gpus` accelerators
+        (infinite for a model without failures)."""
+        check_number("num_gpus", num_gpus, ge=1, integer=True)
+        rate = self.rate_per_gpu_s * num_gpus
+        return math.inf if rate == 0 else 1.0 / rate
 
     def expected_interruptions(self, num_gpus: int, duration_s: float) -> float:
+        check_number("num_gpus", num_gpus, ge=1, integer=True)
+        check_number("duration_s", duration_s, ge=0)
         return self.rate_per_gpu_s * num_gpus * duration_s
 
 
 def from_run(interruptions: float, days: float, gpus: int, *, name: str) -> FailureModel:
-    """Rate per accelerator from a published run: interruptions / (days x GPUs)."""
-    if interruptions < 0 or days <= 0 or gpus < 1:
-        raise InputError("a failure rate needs interruptions >= 0, days > 0 and gpus >= 1")
+    """Rate per accelerator from a published run: interruptions / (days x GPUs). A run
+    that saw no interruption gives no rate (FailureModel(0.0, ...) is a failure-free model)."""
+    check_number("interruptions", interruptions, gt=0,
+                 fix="a rate needs at least one observed interruption")
+    check_number("days", days, gt=0)
+    check_number("gpus", gpus, ge=1, integer=True)
     rate = interruptions / (days * DAY_S * gpus)
     return FailureModel(rate, f"{name}: {interruptions:g} interruptions / ({days:g} days x "
                               f"{gpus:,} GPUs) = {rate * HOUR_S:.3g} per GPU-hour")

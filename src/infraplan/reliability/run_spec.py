@@ -8,17 +8,22 @@ collective is found when PyTorch's NCCL process-group timeout fires, 10 minutes 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from infraplan.economics.offers import price_per_gpu_hour as offer_price
-from infraplan.errors import InputError
+from infraplan.catalog import load_catalog
+from infraplan.economics.offers import cheapest, offers_for
+from infraplan.errors import InputError, close_matches
 from infraplan.spec_checks import StrictNumbers
-from infraplan.reliability.montecarlo import STRATEGIES
-from infraplan.reliability.spot import AWS_ADVISOR_BANDS, SpotModel, rate_from_monthly_fraction
+from infraplan.reliability.montecarlo import MAX_TRIALS, STRATEGIES
+from infraplan.reliability.spot import (
+    AWS_ADVISOR_BANDS,
+    DEFAULT_DISCOUNT,
+    SpotModel,
+    rate_from_monthly_fraction,
+)
 
-MAX_TRIALS = 100_000
 FAILURE_DETECTION_S = 600.0  # PyTorch's default NCCL process-group timeout (10 min)
 
 
@@ -30,32 +35,86 @@ class SpotSpec(_Spec):
     """Spot capacity; defaults from reliability/spot.py (AWS notice, H100 advisor band)."""
 
     usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="default: the catalog's cheapest spot offer, else "
-                                        "on-demand x (1 - discount)")
-    discount: float = Field(default=0.6, ge=0, lt=1)
+        default=None, gt=0, description="default: on-demand x (1 - discount); see price()")
+    discount: float = Field(default=DEFAULT_DISCOUNT, ge=0, lt=1,
+                            description="fraction off the on-demand price")
     monthly_interrupted_fraction: float | None = Field(default=None, ge=0, lt=1)
     advisor_band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
     notice_s: float = Field(default=120.0, ge=0)
     capacity_wait_mean_s: float = Field(default=3600.0, ge=0)
     restart_s: float = Field(default=600.0, ge=0)
 
-    def model(self, gpu: str) -> SpotModel:
+    def price(self, gpu: str, on_demand_usd_per_gpu_hour: float, *,
+              scenario_priced: bool) -> tuple[float, str]:
+        """(spot USD per GPU-hour, where it came from), first rule that applies:
+        1. run.spot.usd_per_gpu_hour;
+        2. a discount given in run.spot, off the scenario's on-demand price;
+        3. the scenario prices the GPU (prices:): that price x (1 - d), d the discount of the
+           catalog's cheapest spot offer off the same provider's on-demand price (the
+           default discount when the catalog has no such pair);
+        4. the catalog's cheapest spot offer (its on-demand price is the catalog's too).
+        A price at or above on-demand is refused: spot would never pay."""
+        od = on_demand_usd_per_gpu_hour
+        if self.usd_per_gpu_hour is not None:
+            price, source = self.usd_per_gpu_hour, "run.spot.usd_per_gpu_hour"
+        elif "discount" in self.model_fields_set:
+            price, source = od * (1 - self.discount), \
+                f"on-demand ${od:,.2f} less run.spot.discount {self.discount:.0%}"
+        else:
+            offer, own = _spot_offer(gpu)
+            if scenario_priced:
+                if own is None:
+                    discount, origin = DEFAULT_DISCOUNT, "the default discount (the catalog " \
+                        f"has no spot offer with an on-demand price for {gpu})"
+                else:
+                    discount = 1 - offer.spot_usd_per_gpu_hour / own
+                    origin = f"the discount of the catalog's cheapest spot offer " \
+                             f"({offer.provider}, ${offer.spot_usd_per_gpu_hour:,.2f}) off " \
+                             f"its on-demand ${own:,.2f}"
+                price, source = od * (1 - discount), \
+                    f"the scenario's on-demand ${od:,.2f} less {discount:.0%}, {origin}"
+            elif offer is None:
+                price, source = od * (1 - self.discount), \
+                    f"on-demand less the default discount {self.discount:.0%} (no spot offer)"
+            else:
+                price, source = offer.spot_usd_per_gpu_hour, \
+                    f"the catalog's cheapest spot offer ({offer.provider})"
+        if not price < od:
+            raise InputError(f"run.spot: the spot price ${price:,.2f} per GPU-hour ({source}) "
+                             f"is not below on-demand ${od:,.2f}",
+                             fix="give run.spot.usd_per_gpu_hour or run.spot.discount below "
+                                 "on-demand, or drop spot from run.strategies")
+        return price, source
+
+    @model_validator(mode="after")
+    def _one_preemption_rate(self) -> SpotSpec:
         if self.advisor_band is not None and self.monthly_interrupted_fraction is not None:
-            raise InputError("run.spot: give advisor_band or monthly_interrupted_fraction, "
-                             "not both")
+            raise ValueError("has both advisor_band and monthly_interrupted_fraction: give one")
+        return self
+
+    def model(self, spot_usd_per_gpu_hour: float) -> SpotModel:
+        """The spot capacity at a price (from price())."""
         fraction = AWS_ADVISOR_BANDS[self.advisor_band] if self.advisor_band else \
             self.monthly_interrupted_fraction
-        price = self.usd_per_gpu_hour
-        if price is None:
-            try:
-                price = offer_price(gpu, "spot")
-            except InputError:
-                price = None  # no listed spot offer: the discount applies
         extra = {} if fraction is None else {
             "preemption_rate_per_node_s": rate_from_monthly_fraction(fraction)}
-        return SpotModel(discount=self.discount, spot_usd_per_gpu_hour=price,
+        return SpotModel(discount=self.discount, spot_usd_per_gpu_hour=spot_usd_per_gpu_hour,
                          notice_s=self.notice_s, capacity_wait_mean_s=self.capacity_wait_mean_s,
                          restart_s=self.restart_s, **extra)
+
+
+def _spot_offer(gpu: str):
+    """(cheapest spot offer or None, the on-demand USD per GPU-hour of the same provider:
+    the offer's own, else the provider's cheapest for the GPU, else None)."""
+    try:
+        offer = cheapest(gpu, "spot")
+    except InputError:
+        return None, None
+    own = offer.on_demand_usd_per_gpu_hour
+    if own is None:
+        same = offers_for(gpu, offer.provider, pricing="on_demand")
+        own = same[0].on_demand_usd_per_gpu_hour if same else None
+    return offer, own
 
 
 class ReservedSpec(_Spec):
@@ -67,15 +126,45 @@ class ReservedSpec(_Spec):
 class RunSpec(_Spec):
     """`run:` in a training scenario: what `simulate train` draws."""
 
-    checkpoint_storage: str = Field(default="fsx-lustre-p2-1000",
-                                    description="storage tier the checkpoints go to")
+    checkpoint_storage: str | None = Field(
+        default=None, description="storage tier the checkpoints go to (default: "
+                                  "training.storage, else fsx-lustre-p2-1000)")
     asynchronous: bool = Field(default=True, description="async checkpoint (host copy, then "
                                                          "upload while training)")
     failure_detection_s: float = Field(default=FAILURE_DETECTION_S, ge=0)
     strategies: tuple[Literal["on_demand", "spot", "reserved_plus_spot"], ...] = Field(
-        default=STRATEGIES, min_length=1, description="pricing strategies to compare")
+        default=STRATEGIES[:2], min_length=1, description="pricing strategies to compare "
+        "(default: on_demand and spot, plus reserved_plus_spot when run.reserved is given)")
     spot: SpotSpec = SpotSpec()
     reserved: ReservedSpec | None = None
     trials: int = Field(default=1000, ge=1, le=MAX_TRIALS)
     seed: int = Field(default=0, ge=0)
     optimise_interval: bool = Field(default=True, description="scan intervals around Daly's")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_strategies(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "strategies" not in data:
+            with_reserved = data.get("reserved") is not None
+            return {**data, "strategies": STRATEGIES if with_reserved else STRATEGIES[:2]}
+        return data
+
+    @field_validator("strategies")
+    @classmethod
+    def _each_strategy_once(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(map(repr, twice))} more than once")
+        return names
+
+    @field_validator("checkpoint_storage")
+    @classmethod
+    def _known_tier(cls, name: str | None) -> str | None:
+        tiers = load_catalog().storage
+        if name is not None and name not in tiers:
+            choices = [t.name for t in tiers]
+            close = close_matches(name, choices + tiers.aliases())
+            raise ValueError("is not a storage tier in the catalog; " + (
+                f"did you mean {', '.join(map(repr, close))}?" if close else
+                "'infraplan catalog storage' lists them"))
+        return name

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infraplan.errors import InputError, UnknownNameError
+from infraplan.errors import UnknownNameError
+from infraplan.reliability.checks import check_number
 
 AWS_NOTICE_S = 120.0  # EC2 User Guide: two minutes
 GCP_NOTICE_S = 30.0  # Compute Engine API: 30 s from soft off to hard off for Spot VMs
@@ -46,10 +47,12 @@ def rate_from_monthly_fraction(fraction: float) -> float:
     exp(-r T), so a fraction f = 1 - exp(-r T) is interrupted: r = -ln(1 - f) / T. Reading
     the Advisor's "rate at which Spot has reclaimed capacity" as that fraction is our
     interpretation (AWS does not define it further)."""
-    if not 0 <= fraction < 1:
-        raise InputError(f"monthly interrupted fraction must be in [0, 1), got {fraction}")
+    check_number("monthly interrupted fraction", fraction, ge=0, lt=1)
     return -math.log1p(-fraction) / MONTH_S
 
+
+# ESTIMATE: the low end of GCP's 60-91%; H100 spot list prices are 58-60% off.
+DEFAULT_DISCOUNT = 0.6
 
 # ESTIMATE: H100 (p5) sat in the 10-20% bands (third-party snapshot above): 15% a month is
 # 2.26e-4 per node-hour, one preemption every 184 days per node, every 2.2 h for 2,048 nodes.
@@ -60,9 +63,8 @@ DEFAULT_MONTHLY_FRACTION = 0.15
 class SpotModel:
     """Spot (preemptible) capacity for a training job; every field is validated."""
 
-    discount: float = 0.6
-    """Fraction off the on-demand price (ESTIMATE: the low end of GCP's 60-91%; H100 spot
-    list prices are 58-60% off). Ignored when `spot_usd_per_gpu_hour` is given."""
+    discount: float = DEFAULT_DISCOUNT
+    """Fraction off the on-demand price. Ignored when `spot_usd_per_gpu_hour` is given."""
     spot_usd_per_gpu_hour: float | None = None
     """An explicit spot price; overrides `discount`."""
     preemption_rate_per_node_s: float = rate_from_monthly_fraction(DEFAULT_MONTHLY_FRACTION)
@@ -77,17 +79,13 @@ class SpotModel:
     """Provisioning, start-up and checkpoint reload once capacity is back (ESTIMATE)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.discount < 1:
-            raise InputError(f"SpotModel.discount must be in [0, 1), got {self.discount}",
-                             fix="give the fraction off on-demand, e.g. 0.6 for 60% off")
-        if self.spot_usd_per_gpu_hour is not None and self.spot_usd_per_gpu_hour < 0:
-            raise InputError("SpotModel.spot_usd_per_gpu_hour must be >= 0, got "
-                             f"{self.spot_usd_per_gpu_hour}")
+        check_number("SpotModel.discount", self.discount, ge=0, lt=1,
+                     fix="give the fraction off on-demand, e.g. 0.6 for 60% off")
+        if self.spot_usd_per_gpu_hour is not None:
+            check_number("SpotModel.spot_usd_per_gpu_hour", self.spot_usd_per_gpu_hour, ge=0)
         for name in ("preemption_rate_per_node_s", "notice_s", "capacity_wait_mean_s",
                      "restart_s"):
-            value = getattr(self, name)
-            if not (value >= 0 and math.isfinite(value)):
-                raise InputError(f"SpotModel.{name} must be a finite number >= 0, got {value}")
+            check_number(f"SpotModel.{name}", getattr(self, name), ge=0)
 
     @classmethod
     def from_aws_band(cls, band: str, **fields) -> SpotModel:
@@ -104,6 +102,5 @@ class SpotModel:
 
     def job_preemption_rate_per_s(self, nodes: int) -> float:
         """Superposition of independent per-node processes: K nodes, K times the rate."""
-        if nodes < 0:
-            raise InputError(f"nodes must be >= 0, got {nodes}")
+        check_number("nodes", nodes, ge=0, integer=True)
         return nodes * self.preemption_rate_per_node_s

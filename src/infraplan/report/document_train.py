@@ -14,6 +14,7 @@ from infraplan.physics import hardware
 from infraplan.physics.memory.training import MemoryOptions
 from infraplan.report import figures as fig
 from infraplan.report.document import days, item, ordered, section, table, usd
+from infraplan.report.run import decimals
 from infraplan.report.training import COMPONENTS, HIDDEN
 from infraplan.training.memory import training_memory
 from infraplan.units import GiB, format_count
@@ -55,36 +56,88 @@ def _memory_bars(scenario, arch, plans) -> list[dict]:
     return bars
 
 
-def _checkpoints(scenario, arch, best) -> tuple[dict | None, dict | None, str]:
-    """(checkpoint plan numbers, goodput figure, why not) for the best plan."""
-    from infraplan.catalog import load_catalog
-    from infraplan.reliability.checkpoint import plan_checkpoints, transfer_time_s, waste_fraction
-    from infraplan.reliability.failures import llama3_failure_model
+def _checkpoints(scenario, arch, best) -> tuple[dict, dict]:
+    """(checkpoint plan numbers, goodput figure) for the best plan: training/simulate_run's
+    run_setup, the same call `simulate train` makes, so the two report the same plan."""
+    from infraplan.reliability.checkpoint import waste_fraction
+    from infraplan.training.simulate_run import run_setup
 
-    cluster = hardware.cluster(best.accelerator, scenario.hardware.system)
-    tier_name = scenario.training.storage or cluster.system.local_storage
-    if tier_name is None:
-        return None, None, "no storage tier to checkpoint to (set training.storage)"
-    tier = load_catalog().storage.get(tier_name)
-    gpus = best.plan.num_gpus
-    nodes = math.ceil(gpus / cluster.system.accelerators_per_node)
-    failures = llama3_failure_model()
-    mtbf_s = failures.job_mtbf_s(gpus)
-    params = param_counts(arch).total
-    plan = plan_checkpoints(params, tier, nodes=nodes, num_gpus=gpus, mtbf_s=mtbf_s,
-                            precision=scenario.training.precision,
-                            optimizer_name=scenario.training.optimizer)
-    restart_s = transfer_time_s(plan.size_bytes, tier, nodes, write=False)
-    numbers = {"storage_tier": tier.name, "size_bytes": plan.size_bytes,
-               "blocking_s": plan.blocking_s, "write_s": plan.write_s,
-               "interval_s": plan.interval_s, "waste_fraction": plan.waste_fraction,
-               "restart_s": restart_s, "mtbf_s": mtbf_s, "derivation": failures.derivation,
+    setup = run_setup(scenario, best, arch)
+    plan, mtbf_s, restart_s = setup.checkpoint, setup.mtbf_s, setup.restart_s
+    failures, gpus = setup.failures, best.plan.num_gpus
+    numbers = {"storage_tier": setup.tier.name, "asynchronous": setup.asynchronous,
+               "size_bytes": plan.size_bytes, "blocking_s": plan.blocking_s,
+               "write_s": plan.write_s, "interval_s": plan.interval_s,
+               "waste_fraction": plan.waste_fraction, "restart_s": restart_s,
+               "failure_detection_s": scenario.run.failure_detection_s,
+               "run_goodput": hardware.calibration("run-goodput"),
+               "mtbf_s": mtbf_s, "derivation": failures.derivation,
                "expected_interruptions": failures.expected_interruptions(
                    gpus, best.time_to_train_s) if best.time_to_train_s else None}
     figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
                                                          restart_s))
-    return numbers, figure, ""
+    return numbers, figure
+
+
+def _sig3(x: float) -> str:
+    """3 significant figures, trailing zeros kept (10.0, 4.78, 0.0145); 100 and up whole."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:#.3g}"
+
+
+def size_text(size_bytes: float) -> str:
+    """Bytes to 3 significant figures in SI units (GB = 1e9 bytes): '23.1 GB', '5.69 TB'."""
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if size_bytes >= scale:
+            return f"{_sig3(size_bytes / scale)} {unit}"
+    return f"{_sig3(size_bytes)} bytes"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds to 3 significant figures in a unit that suits them: '14.5 ms', '1.85 s',
+    '10.0 min', '3.09 h'."""
+    if seconds >= 3600:
+        return f"{_sig3(seconds / 3600)} h"
+    if seconds >= 60:
+        return f"{_sig3(seconds / 60)} min"
+    if seconds >= 1 or seconds == 0:
+        return f"{_sig3(seconds)} s"
+    if seconds >= 1e-3:
+        return f"{_sig3(seconds * 1e3)} ms"
+    return f"{_sig3(seconds * 1e6)} us"
+
+
+def _yield_plan(k: dict) -> dict:
+    """The Yield plan section: the checkpoint plan, and why plan train's time to train (the
+    published 90% fleet goodput) differs from what simulate train models for this plan."""
+    mode = "async" if k["asynchronous"] else "synchronous"
+    assumed = 1 - k["run_goodput"]
+    lost = f"{k['waste_fraction']:.{decimals([k['waste_fraction']], 2)}%}"
+    return section("DEPLOY", "Yield plan", items=[
+        item("job MTBF", k["mtbf_s"], duration_text(k["mtbf_s"])),
+        item("expected interruptions over the run", k["expected_interruptions"],
+             "-" if k["expected_interruptions"] is None
+             else f"{k['expected_interruptions']:,.1f}"),
+        item("checkpoint size", k["size_bytes"], size_text(k["size_bytes"])),
+        item("checkpoint tier", k["storage_tier"], k["storage_tier"]),
+        item(f"training blocked per checkpoint ({mode})", k["blocking_s"],
+             duration_text(k["blocking_s"])),
+        item("checkpoint durable after", k["write_s"], duration_text(k["write_s"])),
+        item("checkpoint interval (Daly)", k["interval_s"], duration_text(k["interval_s"])),
+        item("restart (failure detection + reload)", k["restart_s"],
+             f"{duration_text(k['restart_s'])}: {duration_text(k['failure_detection_s'])} "
+             f"detection + {duration_text(k['restart_s'] - k['failure_detection_s'])} reload"),
+        item("wall time lost, modelled for this plan", k["waste_fraction"], lost),
+        item("wall time lost, assumed by plan train", assumed, f"{assumed:.0%}")],
+        figures=["goodput"], paragraphs=[
+            f"plan train's time to train and GPU-hours assume {k['run_goodput']:.0%} "
+            "goodput whatever the plan: the published fleet figure that calibrates it "
+            f"(run-goodput in catalog/data/calibration.yaml), {1 / k['run_goodput'] - 1:.1%} "
+            f"on top of the failure-free time. The failure model above loses {lost} of wall "
+            "time for this plan's size, checkpoints and restarts (first order); `infraplan "
+            "simulate train` draws the run with that model, so its wall times differ from "
+            "plan train's by the gap.",
+            f"Failure rate: {k['derivation']}."])
 
 
 def training_document(scenario, result, arch=None) -> dict:
@@ -102,9 +155,7 @@ def training_document(scenario, result, arch=None) -> dict:
     figures["step_breakdown"] = fig.step_breakdown_figure([best, *result.best[1:3], *others])
     bars = _memory_bars(scenario, arch, [best, *others])
     figures["memory"] = fig.memory_figure(bars)
-    checkpoints, goodput, no_checkpoint = _checkpoints(scenario, arch, best)
-    if goodput:
-        figures["goodput"] = goodput
+    checkpoints, figures["goodput"] = _checkpoints(scenario, arch, best)
     t = scenario.training
     nodes = math.ceil(best.plan.num_gpus / hardware.cluster(
         best.accelerator, scenario.hardware.system).system.accelerators_per_node)
@@ -197,25 +248,7 @@ def training_document(scenario, result, arch=None) -> dict:
                              "request load (failures and restarts are under Yield plan)")
     s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
                            "to this plan")
-    if checkpoints:
-        k = checkpoints
-        s["Yield plan"] = section("DEPLOY", "Yield plan", items=[
-            item("job MTBF", k["mtbf_s"], f"{k['mtbf_s'] / 3600:,.1f} h"),
-            item("expected interruptions over the run", k["expected_interruptions"],
-                 "-" if k["expected_interruptions"] is None
-                 else f"{k['expected_interruptions']:,.1f}"),
-            item("checkpoint size", k["size_bytes"], f"{k['size_bytes'] / 1e12:,.2f} TB"),
-            item("checkpoint tier", k["storage_tier"], k["storage_tier"]),
-            item("training blocked per checkpoint (async)", k["blocking_s"],
-                 f"{k['blocking_s']:,.1f} s"),
-            item("checkpoint durable after", k["write_s"], f"{k['write_s']:,.1f} s"),
-            item("checkpoint interval (Daly)", k["interval_s"],
-                 f"{k['interval_s'] / 60:,.1f} min"),
-            item("restart (reload)", k["restart_s"], f"{k['restart_s']:,.1f} s"),
-            item("wall time lost", k["waste_fraction"], f"{k['waste_fraction']:.2%}")],
-            figures=["goodput"], paragraphs=[f"Failure rate: {k['derivation']}."])
-    else:
-        s["Yield plan"] = section("DEPLOY", "Yield plan", not_applicable=no_checkpoint)
+    s["Yield plan"] = _yield_plan(checkpoints)
     return fig.json_safe({
         "kind": "training", "title": scenario.name or f"{arch.name} training plan",
         "description": scenario.description, "model": scenario.model,

@@ -8,6 +8,7 @@ from infraplan.units import format_bytes
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
+PRICE_LABELS = {"on_demand": "on-demand", "spot": "spot", "reserved": "reserved"}
 
 
 def _days(seconds: float) -> str:
@@ -18,20 +19,32 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min"
 
 
+def decimals(fractions, least: int = 1) -> int:
+    """Decimals of a percentage, at least `least`, so that no share short of 100% (or above
+    0%) prints as 100% (0%): 0.99996 is '99.996%', not '100.0%'. At most 6."""
+    need = least
+    for f in fractions:
+        while need < 6 and 0 < f < 1 and round(f * 100, need) in (0.0, 100.0):
+            need += 1
+    return need
+
+
 def run_report(name: str, sim) -> str:
-    p, cp = sim.plan, sim.checkpoint
-    prices = ", ".join(f"{k.replace('_', '-')} ${v:,.2f}"
-                       for k, v in sim.prices_usd_per_gpu_hour.items())
+    p, cp, setup = sim.plan, sim.checkpoint, sim.setup
+    blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
     lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
              f"work {_days(sim.work_s)} of failure-free compute; job MTBF "
-             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint {format_bytes(cp.size_bytes)} blocks "
-             f"{cp.blocking_s:,.3g} s, durable after {cp.write_s:,.3g} s; restart "
-             f"{_minutes(sim.restart_s)}",
-             f"prices per GPU-hour: {prices}", ""]
-    rows = []
+             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint {format_bytes(cp.size_bytes)} to "
+             f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
+             f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             "prices per GPU-hour:"]
+    lines += [f"  {PRICE_LABELS[k]} ${v:,.2f}: {sim.price_sources[k]}"
+              for k, v in sim.prices_usd_per_gpu_hour.items()]
+    lines.append("")
+    rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
         rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
-                     _days(d.wall_s.p50), _days(d.wall_s.p90), f"{d.goodput.p50:.1%}",
+                     _days(d.wall_s.p50), _days(d.wall_s.p90), f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
     lines.append(table(["strategy", "checkpoint every", "wall p50", "wall p90", "goodput p50",
@@ -45,14 +58,18 @@ def run_report(name: str, sim) -> str:
                 longer = d.wall_s.mean / base.wall_s.mean - 1
                 money = f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer"
                 lines.append(f"{LABELS[key]}: {money} than on-demand (mean), "
-                             f"{longer:+.0%} wall time")
-    scan = next((d.scan for d in sim.strategies.values() if d.scan is not None), None)
-    if scan is not None:
-        lines += ["", "on-demand goodput vs checkpoint interval (Daly: "
+                             f"{longer:+.1%} wall time")
+    scanned = next(((k, d.scan) for k, d in sim.strategies.items() if d.scan is not None),
+                   None)
+    if scanned is not None:
+        key, scan = scanned
+        lines += ["", f"{LABELS[key]} goodput vs checkpoint interval (Daly: "
                   f"{_minutes(scan.daly_interval_s)}):"]
         picks = range(0, len(scan.intervals_s), max(1, len(scan.intervals_s) // 8))
+        places = decimals([scan.mean_goodput[i] for i in picks], least=2)
         lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "
-                                      f"{scan.mean_goodput[i]:.2%}" for i in picks))
-    lines.append(f"{next(iter(sim.strategies.values())).trials:,} trials per strategy; costs "
-                 "are compute only (plan train itemises storage and egress)")
+                                      f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
+    first = next(iter(sim.strategies.values()))
+    lines.append(f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
+                 "only (plan train itemises storage and egress)")
     return "\n".join(lines)

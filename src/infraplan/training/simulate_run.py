@@ -9,33 +9,99 @@ per pricing strategy, each at its best checkpoint interval, and reports wall tim
 and compute cost as distributions.
 
 Restart after a failure = detection (run.failure_detection_s, reliability/run_spec.py) +
-the checkpoint read from the storage tier.
+the checkpoint read from the storage tier. `run_setup` derives the checkpoint plan, its tier,
+the job MTBF and the restart time; the HTML report's Yield plan reads the same call, so the
+two cannot disagree.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
 from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import StorageTier
 from infraplan.economics.offers import price_per_gpu_hour as offer_price
 from infraplan.economics.spec import price_per_gpu_hour
 from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
-from infraplan.reliability.checkpoint import CheckpointPlan, plan_checkpoints, transfer_time_s
-from infraplan.reliability.failures import llama3_failure_model
+from infraplan.reliability.checkpoint import (
+    CheckpointPlan,
+    checkpoint_bytes,
+    plan_checkpoints,
+    transfer_time_s,
+)
+from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
 from infraplan.training.evaluate import PlanResult
+
+# The checkpoint tier when neither run.checkpoint_storage nor training.storage names one.
+# Not the node's local NVMe: a checkpoint must outlive the node failures it protects
+# against, and a copy on the failed node's own disk goes with it.
+DEFAULT_CHECKPOINT_TIER = "fsx-lustre-p2-1000"
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What failures cost a plan: where its checkpoints go, what they cost, how often the
+    job is interrupted and how long a restart takes."""
+
+    tier: StorageTier
+    nodes: int
+    gpus_per_node: int
+    failures: FailureModel
+    mtbf_s: float  # the job's mean time between interruptions
+    checkpoint: CheckpointPlan  # Daly interval and first-order waste with restart_s
+    restart_s: float  # run.failure_detection_s + reading the checkpoint back
+    asynchronous: bool
+
+
+def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
+    """The checkpoint plan, tier, job MTBF and restart time of `plan` under `scenario`'s
+    run: block (tier: run.checkpoint_storage, else training.storage, else
+    DEFAULT_CHECKPOINT_TIER). `arch`: the model's architecture when it is not in the
+    catalog (an uploaded config.json); default: load_model(scenario.model)."""
+    run, training = scenario.run, scenario.training
+    n = plan.plan.num_gpus
+    per_node = hardware.cluster(plan.accelerator,
+                                scenario.hardware.system).system.accelerators_per_node
+    nodes = math.ceil(n / per_node)
+    tier = load_catalog().storage.get(run.checkpoint_storage or training.storage
+                                      or DEFAULT_CHECKPOINT_TIER)
+    failures = llama3_failure_model()
+    mtbf = failures.job_mtbf_s(n)
+    params = param_counts(arch or load_model(scenario.model)).total
+    size = checkpoint_bytes(params, precision=training.precision,
+                            optimizer_name=training.optimizer)
+    restart = run.failure_detection_s + transfer_time_s(size, tier, nodes, write=False)
+    cp = plan_checkpoints(params, tier, nodes=nodes, num_gpus=n, mtbf_s=mtbf, restart_s=restart,
+                          asynchronous=run.asynchronous, precision=training.precision,
+                          optimizer_name=training.optimizer)
+    return RunSetup(tier=tier, nodes=nodes, gpus_per_node=per_node, failures=failures,
+                    mtbf_s=mtbf, checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)
+
 
 @dataclass(frozen=True)
 class RunSimulation:
     plan: PlanResult
-    checkpoint: CheckpointPlan
+    setup: RunSetup
     work_s: float
-    restart_s: float
-    mtbf_s: float
     strategies: dict[str, RunDistribution]
     prices_usd_per_gpu_hour: dict[str, float]
+    price_sources: dict[str, str]  # where each price came from, for the reader
+
+    @property
+    def checkpoint(self) -> CheckpointPlan:
+        return self.setup.checkpoint
+
+    @property
+    def restart_s(self) -> float:
+        return self.setup.restart_s
+
+    @property
+    def mtbf_s(self) -> float:
+        return self.setup.mtbf_s
 
     def to_json(self) -> dict:
         def stat(s):
@@ -55,56 +121,83 @@ class RunSimulation:
         cp = self.checkpoint
         return {"plan": self.plan.to_json(), "work_s": self.work_s,
                 "restart_s": self.restart_s, "job_mtbf_s": self.mtbf_s,
-                "checkpoint": {"size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
+                "checkpoint": {"storage_tier": self.setup.tier.name,
+                               "asynchronous": self.setup.asynchronous,
+                               "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
                                "write_s": cp.write_s, "daly_interval_s": cp.interval_s},
-                "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour, "strategies": out}
+                "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
+                "price_sources": self.price_sources, "strategies": out}
 
 
-def simulate_training_run(scenario, plan: PlanResult, progress=None) -> RunSimulation:
-    """Monte-Carlo runs of `plan` (the planner's best for `scenario`, a TrainScenario)."""
+def simulate_training_run(scenario, plan: PlanResult, progress=None, arch=None
+                          ) -> RunSimulation:
+    """Monte-Carlo runs of `plan` (the planner's best for `scenario`, a TrainScenario);
+    `arch` as in run_setup."""
     run = scenario.run
     if scenario.training.tokens is None or plan.tokens_per_s <= 0:
         raise InputError("simulate train needs training.tokens")
-    arch = load_model(scenario.model)
     gpu, n = plan.accelerator, plan.plan.num_gpus
-    per_node = hardware.cluster(gpu).system.accelerators_per_node
-    nodes = math.ceil(n / per_node)
-    tier = load_catalog().storage.get(run.checkpoint_storage)
-    failures = llama3_failure_model()
-    mtbf = failures.job_mtbf_s(n)
-    params = param_counts(arch).total
-    cp = plan_checkpoints(params, tier, nodes=nodes, num_gpus=n, mtbf_s=mtbf,
-                          asynchronous=run.asynchronous, precision=scenario.training.precision,
-                          optimizer_name=scenario.training.optimizer)
-    restart = run.failure_detection_s + transfer_time_s(cp.size_bytes, tier, nodes,
-                                                        write=False)
-    on_demand = price_per_gpu_hour(gpu, prices=scenario.prices, pricing="on_demand")
+    setup = run_setup(scenario, plan, arch)
+    prices, sources, spot, reserved_gpus = _prices(scenario, gpu, n, setup.gpus_per_node)
     work = scenario.training.tokens / plan.tokens_per_s
     training_run = TrainingRun.from_checkpoint_plan(
-        cp, asynchronous=run.asynchronous, work_s=work, num_gpus=n, restart_s=restart,
-        on_demand_usd_per_gpu_hour=on_demand, gpus_per_node=per_node, failures=failures)
-    spot = run.spot.model(gpu)
-    prices = {"on_demand": on_demand, "spot": spot.price_usd_per_gpu_hour(on_demand)}
-    reserved_gpus, reserved_price = 0, None
-    if "reserved_plus_spot" in run.strategies:
-        if run.reserved is None:
-            raise InputError("run.strategies has reserved_plus_spot but run.reserved is "
-                             "missing", fix="add run.reserved: {gpus: 64}")
-        reserved_gpus = run.reserved.gpus
-        if reserved_gpus > n:
-            raise InputError(f"run.reserved.gpus = {reserved_gpus} exceeds the plan's {n} GPUs")
-        reserved_price = run.reserved.usd_per_gpu_hour or _reserved_offer(gpu)
-        prices["reserved"] = reserved_price
+        setup.checkpoint, asynchronous=run.asynchronous, work_s=work, num_gpus=n,
+        restart_s=setup.restart_s, on_demand_usd_per_gpu_hour=prices["on_demand"],
+        gpus_per_node=setup.gpus_per_node, failures=setup.failures)
     results = {}
     for done, name in enumerate(run.strategies):
         if progress:
             progress(done, len(run.strategies))
         results[name] = simulate_run(training_run, name, spot=spot, reserved_gpus=reserved_gpus,
-                                     reserved_usd_per_gpu_hour=reserved_price,
+                                     reserved_usd_per_gpu_hour=prices.get("reserved"),
                                      optimise_interval=run.optimise_interval,
                                      trials=run.trials, seed=run.seed)
-    return RunSimulation(plan=plan, checkpoint=cp, work_s=work, restart_s=restart, mtbf_s=mtbf,
-                         strategies=results, prices_usd_per_gpu_hour=prices)
+    return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
+                         prices_usd_per_gpu_hour=prices, price_sources=sources)
+
+
+def _prices(scenario, gpu: str, n: int, per_node: int):
+    """(prices, their sources, the spot model, reserved GPUs) of the strategies asked for:
+    spot and reserved must each be below on-demand, or the strategy could never pay."""
+    run, catalog = scenario.run, load_catalog()
+    name = catalog.accelerators.get(gpu).name
+    priced = any(catalog.accelerators.get(k).name == name for k in scenario.prices)
+    on_demand = price_per_gpu_hour(gpu, prices=scenario.prices, pricing="on_demand")
+    prices = {"on_demand": on_demand}
+    sources = {"on_demand": "the scenario's (prices:)" if priced
+               else "the catalog's cheapest on-demand offer"}
+    spot = None
+    if {"spot", "reserved_plus_spot"} & set(run.strategies):
+        prices["spot"], sources["spot"] = run.spot.price(gpu, on_demand, scenario_priced=priced)
+        spot = run.spot.model(prices["spot"])
+    if "reserved_plus_spot" not in run.strategies:
+        return prices, sources, spot, 0
+    half = min(n, max(1, round(n / per_node / 2)) * per_node)  # half the GPUs, whole nodes
+    if run.reserved is None:
+        raise InputError("run.strategies has reserved_plus_spot but run.reserved is missing",
+                         fix=f"add run.reserved: {{gpus: {half}}} (half of the plan's {n} "
+                             "GPUs, in whole nodes), or drop reserved_plus_spot")
+    reserved = run.reserved.gpus
+    if reserved > n:
+        raise InputError(f"run.reserved.gpus = {reserved} exceeds the plan's {n} GPUs",
+                         fix=f"reserve at most {n}, e.g. run.reserved: {{gpus: {half}}}")
+    if reserved % per_node and reserved != n:
+        raise InputError(f"run.reserved.gpus = {reserved} is not a whole number of "
+                         f"{per_node}-GPU nodes", fix=f"use a multiple of {per_node}, e.g. "
+                                                      f"{half}")
+    if run.reserved.usd_per_gpu_hour is not None:
+        prices["reserved"], sources["reserved"] = run.reserved.usd_per_gpu_hour, \
+            "run.reserved.usd_per_gpu_hour"
+    else:
+        prices["reserved"], sources["reserved"] = _reserved_offer(gpu), \
+            "the catalog's cheapest 1-year reserved offer"
+    if not prices["reserved"] < on_demand:
+        origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
+        raise InputError(f"run.reserved.usd_per_gpu_hour: the reserved price "
+                         f"${prices['reserved']:,.2f}{origin} is not below on-demand "
+                         f"${on_demand:,.2f}, so a reservation could never pay",
+                         fix=f"give run.reserved.usd_per_gpu_hour below ${on_demand:,.2f}")
+    return prices, sources, spot, reserved
 
 
 def _reserved_offer(gpu: str) -> float:
