@@ -84,47 +84,32 @@ def _add_memory(sub) -> None:
     p.set_defaults(run=_run_memory)
 
 
-def _memory_overrides(args) -> dict:
-    targets = args.lora_targets.split(",") if args.lora_targets else None
-    return {
-        "model": args.model, "hardware.gpu": args.gpu, "hardware.num_gpus": args.num_gpus,
-        "parallelism.tp": args.tp, "parallelism.pp": args.pp, "parallelism.dp": args.dp,
-        "parallelism.cp": args.cp, "parallelism.ep": args.ep, "parallelism.vp": args.vp,
-        "parallelism.zero": args.zero, "parallelism.recompute": args.recompute,
-        "parallelism.recompute_fraction": args.recompute_fraction,
-        "parallelism.sequence_parallel": args.sequence_parallel,
-        "parallelism.micro_batch": args.micro_batch,
-        "training.global_batch": args.global_batch, "training.seq_len": args.seq_len,
-        "training.precision": args.precision, "training.grad_dtype": args.grad_dtype,
-        "training.optimizer": args.optimizer, "training.kernels": args.kernels,
-        "finetune.method": args.finetune, "finetune.lora_rank": args.lora_rank,
-        "finetune.lora_targets": targets,
-    }
+def _memory_flags(args) -> dict:
+    from infraplan.training.fit_check import FLAG_PATHS
+
+    values = {name: getattr(args, name) for name in FLAG_PATHS}
+    values["lora_targets"] = args.lora_targets.split(",") if args.lora_targets else None
+    return values
 
 
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
-    from infraplan.training.memory import memory_for_scenario, min_gpus_for_states, suggest_fixes
-    from infraplan.workloads import MemoryScenario, apply_overrides, load_scenario, parse_spec
+    from infraplan.training.fit_check import fit_check, memory_overrides, scenario_from_flags
+    from infraplan.workloads import MemoryScenario, load_scenario
 
-    overrides = _memory_overrides(args)
+    flags = _memory_flags(args)
     if args.scenario:
-        scenario = load_scenario(args.scenario, MemoryScenario, overrides)
+        scenario = load_scenario(args.scenario, MemoryScenario, memory_overrides(flags))
     else:
         for flag in ("model", "gpu"):
             if getattr(args, flag) is None:
                 raise InputError(f"--{flag} is required without a scenario file",
                                  fix=f"pass --{flag} or a scenario YAML")
-        defaults = {"hardware": {"num_gpus": 1}, "training": {"seq_len": 4096}}
-        scenario = parse_spec(apply_overrides(defaults, overrides), MemoryScenario, "flags")
-    report = memory_for_scenario(scenario)
-    fixes = [] if report.fits else suggest_fixes(report)
-    min_gpus = min_gpus_for_states(report)
-    out = report.to_json()
-    out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
-                    for label, r in fixes]
-    out["min_gpus_for_model_states"] = min_gpus
-    return emit(args, "memory", out, lambda: memory_report(report, fixes, min_gpus),
+        scenario = scenario_from_flags(flags)
+    check = fit_check(scenario)
+    report = check.report
+    return emit(args, "memory", check.to_json(),
+                lambda: memory_report(report, check.fixes, check.min_gpus_for_model_states),
                 lambda: ("fits" if report.fits else "DOES NOT FIT") +
                 f": {report.total_bytes / 2**30:,.2f} GiB of "
                 f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import require
 from tests.web.test_api import PLAN_SERVE_BODY, SIM_BODY, TRAIN_BODY
+from tests.web.test_memory_page import FUZZ_BODY as MEMORY_BODY
 
 hypothesis = require("hypothesis")
 st = hypothesis.strategies
@@ -20,7 +21,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12)
 NAMES = st.sampled_from(["h100", "llama-3.1-8b", "../x", "", "a" * 200, "l40s", "vllm",
                          "fsx-lustre-p2-125", "mixtral-8x7b", "tpu-v5e", "cpu"])
 BASES = {"/api/plan/train": TRAIN_BODY, "/api/simulate/serve": SIM_BODY,
-         "/api/plan/serve": PLAN_SERVE_BODY,
+         "/api/plan/serve": PLAN_SERVE_BODY, "/api/memory": MEMORY_BODY,
          "/api/models/inspect": {"config": {"model_type": "llama", "hidden_size": 64,
                                             "num_hidden_layers": 2,
                                             "num_attention_heads": 4,

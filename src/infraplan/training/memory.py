@@ -152,8 +152,9 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
                         if k.startswith("overhead.")})
 
 
-def memory_for_scenario(scenario) -> MemoryReport:
-    """The memory report of a `workloads.MemoryScenario`."""
+def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport:
+    """The memory report of a `workloads.MemoryScenario` (of `arch` instead of the model it
+    names, when given: an uploaded config.json)."""
     from infraplan.training.plan import resolve_dp
 
     par, job, ft = scenario.parallelism, scenario.training, scenario.finetune
@@ -166,7 +167,7 @@ def memory_for_scenario(scenario) -> MemoryReport:
                             grad_dtype=job.grad_dtype, optimizer=job.optimizer,
                             kernels=job.kernels, finetune=ft.method, lora_rank=ft.lora_rank,
                             lora_targets=tuple(ft.lora_targets))
-    return training_memory(scenario.model, scenario.hardware.gpu, plan, options,
+    return training_memory(arch or scenario.model, scenario.hardware.gpu, plan, options,
                            global_batch=job.global_batch)
 
 

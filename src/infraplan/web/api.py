@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, Field, StrictBool
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
+from infraplan.web.fields import Count, In, Number, TensorParallel
+from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
 
 MAX_ACCELERATORS = 3  # accelerator types compared in one search
 MAX_GPUS = 4096  # largest GPU count a training search may consider
@@ -38,36 +39,6 @@ class TooLarge(InputError):
     """A request over one of the web caps that is about size: HTTP 413."""
 
 
-def _json_number(value: Any, *, to_float: bool = False) -> Any:
-    """A finite JSON number: pydantic's lax mode would read true as 1 and "128" as 128, and
-    Python's JSON reader lets NaN, Infinity and 1e400 through. Whole floats (1e10) stay
-    accepted for counts: JSON has one number type."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"must be a JSON number, got {_shown(value)}")
-    if isinstance(value, float) or to_float:
-        try:
-            finite = math.isfinite(value)
-        except OverflowError:  # an integer past a float's range
-            finite = False
-        if not finite:
-            raise ValueError(f"must be a finite number, got {_shown(value)}")
-    return value
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text):,} characters)"
-
-
-Number = Annotated[float, BeforeValidator(functools.partial(_json_number, to_float=True))]
-Count = Annotated[int, BeforeValidator(_json_number)]
-TensorParallel = Annotated[Literal[1, 2, 4, 8], BeforeValidator(_json_number)]
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
 def catalog_name(kind: str, name: str) -> str:
     """The canonical catalog name of `name`; anything that is not one (a path, a URL) is
     refused before the library sees it."""
@@ -80,7 +51,7 @@ def catalog_name(kind: str, name: str) -> str:
     return getattr(load_catalog(), table).get(name).name
 
 
-class TrainRequest(_In):
+class TrainRequest(In):
     """A training plan: the fields of a `plan train` scenario the web form sets."""
 
     model: str | None = Field(default=None, description="catalog model name "
@@ -108,7 +79,7 @@ class TrainRequest(_In):
     top: Count = Field(default=5, ge=1, le=20, description="plans to show")
 
 
-class TrafficIn(_In):
+class TrafficIn(In):
     arrival: Literal["poisson", "gamma", "offline"] = "poisson"
     rate_per_s: Number = Field(default=10.0, gt=0, le=1e5, description="mean arrivals per s")
     cv: Number | None = Field(default=None, gt=0, le=20, description="gamma: burstiness")
@@ -136,7 +107,7 @@ class TrafficIn(_In):
         return {"arrival": arrival, "num_requests": self.num_requests, **lengths}
 
 
-class SloIn(_In):
+class SloIn(In):
     ttft_p99_s: Number | None = Field(default=None, gt=0, le=3600)
     tpot_p99_s: Number | None = Field(default=None, gt=0, le=60)
     e2e_p99_s: Number | None = Field(default=None, gt=0, le=86400)
@@ -146,7 +117,7 @@ WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 KvDtype = Literal["bf16", "fp16", "fp8"]
 
 
-class _Serve(_In):
+class _Serve(In):
     model: str | None = Field(default=None, max_length=100,
                               description="catalog model name; or upload `config`")
     config: dict[str, Any] | None = Field(default=None, description="an uploaded "
@@ -182,7 +153,7 @@ class PlanServeRequest(_Serve):
     max_replicas: Count = Field(default=16, ge=1, le=64)
 
 
-class InspectRequest(_In):
+class InspectRequest(In):
     """An uploaded config.json (parsed in memory, never written) or a catalog model."""
 
     config: dict[str, Any] | None = Field(default=None, description="a Hugging Face "
@@ -208,7 +179,6 @@ _SERVE_TERMS = (
     (r"lower the batch limits \(max_num_seqs or a static batch_size: now ([\d,]+); "
      r"max_num_batched_tokens: now ([\d,]+)\)",
      r"pick an engine with lower batch limits (now \1 sequences, \2 batched tokens)"))
-
 
 def _in_request_terms(request: type[BaseModel], sections: str = "", *rules: tuple[str, str]):
     """Re-raise an endpoint's InputErrors in its request's terms: a scenario path in one of
@@ -346,6 +316,18 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
     doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS,
                            arch=_model(req)[1])
     return _respond(doc["plan"], doc)
+
+
+@router.post("/memory")
+@_in_request_terms(MemoryRequest, "hardware|parallelism|training|finetune", *MEMORY_TERMS)
+def memory(req: MemoryRequest) -> PlanResponse:
+    """`infraplan memory`: memory per accelerator of one plan, whether it fits, the single
+    changes that make it fit; `result` is what `memory --json` prints."""
+    from infraplan.web.memory import memory_answer, memory_scenario
+
+    model, arch = _model(req)
+    scenario = memory_scenario(req, model, catalog_name("accelerator", req.gpu))
+    return _respond(*memory_answer(scenario, arch))
 
 
 @router.post("/models/inspect")

@@ -1,7 +1,7 @@
-"""The pages: plain HTML forms (/, /train, /serve) and the static files they load (plotly.js
-from the installed plotly package, the page script, the style sheet). The page script
-calls the JSON API and inserts the same report sections the HTML report shows; the form
-state lives in the URL's query string, so a plan can be shared as a link."""
+"""The pages: plain HTML forms (/, /memory, /train, /serve) and the static files they load
+(plotly.js from the installed plotly package, the page script, the style sheet). The page
+script calls the JSON API and inserts the same report sections the HTML report shows; the
+form state lives in the URL's query string, so a plan can be shared as a link."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ button[disabled] { opacity: 0.6; cursor: wait; }
   border-radius: 8px; padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
 .hidden { display: none !important; }
 .hint { font-size: 0.85rem; color: var(--muted); }
+#result [data-label="verdict"] dd { font-size: 1.25rem; }
 @media (max-width: 600px) {
   form.plan { grid-template-columns: repeat(2, minmax(0, 1fr)); padding: 10px; gap: 8px; }
   form.plan select[multiple] { min-height: 6em; }
@@ -54,9 +55,10 @@ button[disabled] { opacity: 0.6; cursor: wait; }
 
 def _field(name: str, label: str, value: str = "", *, kind: str = "number",
            typ: str = "float", group: str = "", mode: str = "", step: str = "any",
-           hint: str = "", key: str = "") -> str:
+           hint: str = "", key: str = "", placeholder: str = "") -> str:
     attrs = f'name="{name}" data-type="{typ}"' + (f' data-group="{group}"' if group else "")
     attrs += f' data-key="{key}"' if key else ""
+    attrs += f' placeholder="{escape(placeholder)}"' if placeholder else ""
     wrap = f' data-mode="{mode}"' if mode else ""
     title = f' title="{escape(hint)}"' if hint else ""
     return (f'<label{wrap}{title}>{escape(label)}<input type="{kind}" {attrs} '
@@ -85,8 +87,8 @@ def _page(title: str, body: str) -> HTMLResponse:
 <script src="/static/plotly.min.js"></script>
 <script src="/static/app.js" defer></script>
 </head><body>
-<header class="bar"><div><a class="brand" href="/">infraplan</a><a href="/train">Train</a>
-<a href="/serve">Serve</a></div></header>
+<header class="bar"><div><a class="brand" href="/">infraplan</a><a href="/memory">Memory</a>
+<a href="/train">Train</a><a href="/serve">Serve</a></div></header>
 <main>{body}</main>
 </body></html>""")
 
@@ -106,6 +108,8 @@ def home() -> HTMLResponse:
     return _page("infraplan", f"""<header class="top"><h1>infraplan</h1>
 <p>Plan, simulate and check AI infrastructure: will it fit, how long, how much.</p></header>
 <section class="heading"><h2>What do you want to plan?</h2>
+<p><a href="/memory">Memory</a>: will a training or fine-tuning configuration fit? Memory
+per accelerator by component, and the single changes that make it fit.</p>
 <p><a href="/train">Training</a>: which accelerators, how many, which parallelism; time,
 GPU-hours, cost, memory per accelerator, checkpoints.</p>
 <p><a href="/serve">Serving</a>: the cheapest deployment that meets latency SLOs, or one
@@ -114,6 +118,62 @@ deployment simulated under traffic.</p></section>
 <form class="plan" data-endpoint="/api/models/inspect" data-inspect="1">
 {MODEL_PICKER}{_field("seq_len", "context length (tokens)", "4096", typ="int", step="1")}
 {ACTIONS.format(label="Inspect")}</form>{RESULT}</section>""")
+
+
+@pages.get("/memory", response_class=HTMLResponse)
+def memory() -> HTMLResponse:
+    def options(*names):
+        return [(n, n) for n in names]
+
+    def count(name, label, value="", hint="", empty=""):
+        return _field(name, label, value, typ="int", step="1", hint=hint, placeholder=empty)
+
+    form = "".join([
+        "<fieldset>Model and accelerators</fieldset>", MODEL_PICKER,
+        _select("gpu", "accelerator", catalog="gpus", default="h100-sxm5-80gb"),
+        count("num_gpus", "accelerators in the job", "8"),
+        "<fieldset>Parallelism</fieldset>",
+        count("tp", "tensor parallel (tp)", "1"), count("pp", "pipeline stages (pp)", "1"),
+        count("dp", "data parallel (dp)", hint="empty: num_gpus / (tp x pp x cp)",
+              empty="the rest"),
+        count("cp", "context parallel (cp)", "1"), count("ep", "expert parallel (ep)", "1"),
+        count("vp", "virtual stages per rank (vp)", "1"),
+        _select("zero", "ZeRO stage", options("0", "1", "2", "3"), typ="int", default="1"),
+        _select("sequence_parallel", "sequence parallel (tp > 1)",
+                [("false", "off"), ("true", "on")], typ="bool", default="false"),
+        _select("recompute", "activation recompute", options("none", "selective", "full"),
+                default="none"),
+        _field("recompute_fraction", "recompute share (full)", "",
+               hint="with recompute full: the rest selective; empty = all layers",
+               placeholder="1 (all layers)"),
+        "<fieldset>Batch and precision</fieldset>",
+        count("micro_batch", "micro-batch (sequences)", "1"),
+        count("global_batch", "global batch (sequences)",
+              hint="empty: pp micro-batches per step (a full pipeline)",
+              empty="a full pipeline"),
+        count("seq_len", "sequence length (tokens)", "4096"),
+        _select("precision", "precision", options("bf16", "fp16", "fp8", "fp32"),
+                default="bf16"),
+        _select("grad_dtype", "gradients", [("", "as the precision"), *options(
+            "fp32", "bf16", "fp16")]),
+        _select("optimizer", "optimizer", options("adamw", "adamw-bf16", "adamw-8bit",
+                                                  "sgd-momentum"), default="adamw"),
+        _select("kernels", "kernels", [("fused", "fused (flash attention)"),
+                                       ("eager", "eager (s x s scores)")], default="fused"),
+        "<fieldset>Fine-tuning</fieldset>",
+        _select("finetune", "method", [("full", "full training"),
+                                       ("lora", "LoRA"), ("qlora", "QLoRA")], default="full"),
+        count("lora_rank", "LoRA rank", hint="LoRA / QLoRA only; empty: 16", empty="16"),
+        _field("lora_targets", "LoRA targets", "", kind="text", typ="list",
+               hint="all-linear (default), attention, mlp, or q_proj,v_proj,...",
+               placeholder="all-linear"),
+        ACTIONS.format(label="Check memory")])
+    return _page("Memory", f"""<header class="top"><h1>Will it fit?</h1>
+<p class="hint">Memory per accelerator of one training or fine-tuning plan, as
+<code>infraplan memory</code> computes it: weights, gradients, optimizer states, activations
+and overheads at the fullest pipeline rank; when it does not fit, the single changes that
+do. The form lives in the address bar: copy it to share the check.</p></header>
+<form class="plan" data-endpoint="/api/memory">{form}</form>{RESULT}""")
 
 
 @pages.get("/train", response_class=HTMLResponse)

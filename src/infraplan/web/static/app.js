@@ -52,7 +52,10 @@
   function convert(el, v) {
     var type = el.getAttribute('data-type');
     if (type === 'int' || type === 'float') { return Number(v); }
-    if (type === 'list') { return Array.isArray(v) ? v : v.split(','); }
+    if (type === 'bool') { return v === 'true'; }
+    if (type === 'list') {
+      return Array.isArray(v) ? v : v.split(',').map(function (x) { return x.trim(); });
+    }
     if (type === 'list-int') {
       return String(v).split(',').filter(function (x) { return x.trim(); }).map(Number);
     }

@@ -1,0 +1,65 @@
+"""Will it fit? The answer `infraplan memory` prints and the web's memory page shows: the
+memory report of one plan, the single changes that would make it fit, and the fewest
+accelerators that can hold the model states at all.
+
+Both views name the same knobs (a CLI flag `--num-gpus` is the form field `num_gpus`);
+`FLAG_PATHS` says where each goes in a `workloads.MemoryScenario`, so the two cannot build
+different scenarios from the same values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from infraplan.models.arch import ModelArch
+from infraplan.training.memory import (MemoryReport, memory_for_scenario, min_gpus_for_states,
+                                       suggest_fixes)
+
+# a scenario without a file: one accelerator, 4096-token sequences, the rest as the spec says
+FLAG_DEFAULTS = {"hardware": {"num_gpus": 1}, "training": {"seq_len": 4096}}
+FLAG_PATHS = {
+    "model": "model", "gpu": "hardware.gpu", "num_gpus": "hardware.num_gpus",
+    **{k: f"parallelism.{k}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "recompute",
+                                       "recompute_fraction", "sequence_parallel",
+                                       "micro_batch")},
+    **{k: f"training.{k}" for k in ("global_batch", "seq_len", "precision", "grad_dtype",
+                                    "optimizer", "kernels")},
+    "finetune": "finetune.method", "lora_rank": "finetune.lora_rank",
+    "lora_targets": "finetune.lora_targets",
+}
+
+
+def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Knob values by flag name -> dotted scenario paths (None: not given, left as is)."""
+    return {path: values.get(name) for name, path in FLAG_PATHS.items()}
+
+
+def scenario_from_flags(values: Mapping[str, Any], origin: str = "flags"):
+    """The MemoryScenario of knob values alone (no scenario file)."""
+    from infraplan.workloads import MemoryScenario, apply_overrides, parse_spec
+
+    raw = apply_overrides(FLAG_DEFAULTS, memory_overrides(values))
+    return parse_spec(raw, MemoryScenario, origin)
+
+
+@dataclass(frozen=True)
+class FitCheck:
+    report: MemoryReport
+    fixes: list[tuple[str, MemoryReport]]  # (change as a CLI flag, the report with it)
+    min_gpus_for_model_states: int
+
+    def to_json(self) -> dict:
+        out = self.report.to_json()
+        out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
+                        for label, r in self.fixes]
+        out["min_gpus_for_model_states"] = self.min_gpus_for_model_states
+        return out
+
+
+def fit_check(scenario, arch: ModelArch | None = None) -> FitCheck:
+    """A MemoryScenario's answer; `arch` plans a parsed (uploaded) architecture in place of
+    the scenario's model name."""
+    report = memory_for_scenario(scenario, arch=arch)
+    fixes = [] if report.fits else suggest_fixes(report)
+    return FitCheck(report, fixes, min_gpus_for_states(report))
