@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, StrictBool
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
-from infraplan.web.fields import Count, In, Number, TensorParallel
+from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
 
 MAX_ACCELERATORS = 3  # accelerator types compared in one search
@@ -51,15 +51,9 @@ def catalog_name(kind: str, name: str) -> str:
     return getattr(load_catalog(), table).get(name).name
 
 
-class TrainRequest(In):
+class TrainRequest(ModelPick):
     """A training plan: the fields of a `plan train` scenario the web form sets."""
 
-    model: str | None = Field(default=None, description="catalog model name "
-                              "('llama-3.1-8b'); or upload `config`", max_length=100)
-    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
-                                          "config.json's content (parsed in memory)")
-    name: str = Field(default="uploaded-model", max_length=100,
-                      description="label of an uploaded config")
     gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS,
                             description="accelerators to compare")
     min_count: Count = Field(default=8, ge=1, le=MAX_GPUS, description="fewest GPUs")
@@ -117,13 +111,7 @@ WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 KvDtype = Literal["bf16", "fp16", "fp8"]
 
 
-class _Serve(In):
-    model: str | None = Field(default=None, max_length=100,
-                              description="catalog model name; or upload `config`")
-    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
-                                          "config.json's content (parsed in memory)")
-    name: str = Field(default="uploaded-model", max_length=100,
-                      description="label of an uploaded config")
+class _Serve(ModelPick):
     traffic: TrafficIn = TrafficIn()
     slo: SloIn = SloIn()
     engine: str = Field(default="vllm", max_length=100)

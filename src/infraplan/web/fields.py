@@ -9,7 +9,7 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 def json_number(value: Any, *, to_float: bool = False) -> Any:
@@ -40,3 +40,15 @@ TensorParallel = Annotated[Literal[1, 2, 4, 8], BeforeValidator(json_number)]
 
 class In(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ModelPick(In):
+    """A request's model: a catalog name, or an uploaded config.json with a label."""
+
+    model: str | None = Field(default=None, max_length=100,
+                              description="catalog model name ('llama-3.1-8b'); or upload "
+                                          "`config`")
+    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
+                                          "config.json's content (parsed in memory)")
+    name: str = Field(default="uploaded-model", max_length=100,
+                      description="label of an uploaded config")

@@ -9,27 +9,21 @@ Every number is the library's (`memory_for_scenario`, `suggest_fixes`,
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool
 
 from infraplan.report import figures as fig
 from infraplan.report.document import item, section, table
 from infraplan.units import GiB
-from infraplan.web.fields import Count, In, Number, json_number
+from infraplan.web.fields import Count, ModelPick, Number, json_number
 
 MAX_JOB_GPUS = 1 << 17  # accelerators in one memory check (workloads.MAX_ACCELERATORS)
 
 
-class MemoryRequest(In):
+class MemoryRequest(ModelPick):
     """Will one training or fine-tuning plan fit: `infraplan memory`, a field a flag."""
 
-    model: str | None = Field(default=None, max_length=100,
-                              description="catalog model name; or upload `config`")
-    config: dict[str, Any] | None = Field(default=None, description="an uploaded "
-                                          "config.json's content (parsed in memory)")
-    name: str = Field(default="uploaded-model", max_length=100,
-                      description="label of an uploaded config")
     gpu: str = Field(max_length=100, description="accelerator name or alias ('h100')")
     num_gpus: Count = Field(default=1, ge=1, le=MAX_JOB_GPUS, description="accelerators")
     tp: Count = Field(default=1, ge=1, le=MAX_JOB_GPUS, description="tensor parallel")
