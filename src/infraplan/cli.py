@@ -148,7 +148,8 @@ def _run_model(args) -> int:
     from infraplan.report.model import model_summary
     from infraplan.workloads import MAX_SEQ_LEN
 
-    if args.seq_len is not None and args.seq_len > MAX_SEQ_LEN:  # the same bound as a scenario's seq_len
+    # the same bound as a scenario's seq_len
+    if args.seq_len is not None and args.seq_len > MAX_SEQ_LEN:
         raise InputError(f"--seq-len must be <= {MAX_SEQ_LEN:,} (got {args.seq_len:,})")
     summary = model_summary(args.name, args.seq_len)
     return emit(args, "model", summary, lambda: summary["text"])

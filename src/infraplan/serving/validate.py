@@ -61,8 +61,8 @@ class RowPlan:
         batching = f"static batch {d.batch_size}" if d.batching == "static" else \
             f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
         pp = f" PP={d.pp}" if d.pp > 1 else ""
-        return (f"{d.engine}{stand_in} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, {batching}, "
-                f"KV {self.kv_tokens:,} tokens")
+        return (f"{d.engine}{stand_in} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, "
+                f"{batching}, KV {self.kv_tokens:,} tokens")
 
 
 def requests_for_row(row: dict, seed: int = 0) -> Requests:
