@@ -14,7 +14,7 @@ from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.reliability import montecarlo
 from infraplan.reliability.checkpoint import daly_interval_s, plan_checkpoints, young_interval_s
-from infraplan.reliability.checks import check_number
+from infraplan.checks import check_number
 from infraplan.reliability.failures import FailureModel, from_run
 from infraplan.reliability.montecarlo import (
     MAX_TRIAL_EVENTS,

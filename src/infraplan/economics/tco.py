@@ -27,6 +27,7 @@ from functools import lru_cache
 import yaml
 from pydantic import Field, ValidationError
 
+from infraplan.checks import check_number
 from infraplan.catalog import DATA_DIR, accelerator
 from infraplan.catalog.schema import Constant, Row
 from infraplan.catalog.table import Table, describe_validation
@@ -132,14 +133,9 @@ def _in_range(name: str, value: float, low: float, high: float, *, fix: str):
     return float(value)
 
 
-def _positive(name: str, value: float, *, allow_zero: bool = True, high: float = math.inf):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value) and (value >= 0 if allow_zero else value > 0) and value <= high
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        bound += "" if high == math.inf else f" and <= {high:g}"
-        raise InputError(f"{name} must be a finite number {bound} (got {value!r})")
-    return float(value)
+def _number(name: str, value: float, **bounds) -> float:
+    """`value` as a float within `bounds` (checks.check_number), else an InputError."""
+    return float(check_number(name, value, **bounds))
 
 
 @dataclass(frozen=True)
@@ -184,22 +180,23 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
     u = _in_range("utilization (tco --utilization)", utilization, *UTILIZATION_RANGE,
                   fix="give the share of the year's hours the GPUs are in use, 0.01 to 1 "
                       "(e.g. 0.7)")
-    price = _positive("price_usd", row.price_usd if price_usd is None else price_usd)
+    price = _number("price_usd", row.price_usd if price_usd is None else price_usd, ge=0)
     years = _in_range("amortization_years (tco --years)", facility_value("amortization-years")
                       if amortization_years is None else amortization_years,
                       *AMORTIZATION_YEARS_RANGE,
                       fix="give the server's useful life in years, 0.25 to 30 (onprem.yaml "
                           "assumes 4)")
-    pue = _positive("pue", facility_value("pue") if pue is None else pue)
+    pue = _number("pue", facility_value("pue") if pue is None else pue, ge=0)
     if pue < 1:
         raise InputError(f"pue must be >= 1 (facility energy / IT energy; got {pue!r})")
-    kwh_price = _positive("usd_per_kwh", electricity_price(electricity_region).usd_per_kwh
-                          if usd_per_kwh is None else usd_per_kwh)
-    colo = _positive("colocation_usd_per_kw_month", facility_value("colocation-usd-per-kw-month")
-                     if colocation_usd_per_kw_month is None else colocation_usd_per_kw_month)
-    ops = _positive("operations_fraction_per_year",
-                    facility_value("operations-fraction-of-capex-per-year")
-                    if operations_fraction_per_year is None else operations_fraction_per_year)
+    kwh_price = _number("usd_per_kwh", electricity_price(electricity_region).usd_per_kwh
+                        if usd_per_kwh is None else usd_per_kwh, ge=0)
+    colo = _number("colocation_usd_per_kw_month", facility_value("colocation-usd-per-kw-month")
+                   if colocation_usd_per_kw_month is None else colocation_usd_per_kw_month, ge=0)
+    ops = _number("operations_fraction_per_year",
+                  facility_value("operations-fraction-of-capex-per-year")
+                  if operations_fraction_per_year is None else operations_fraction_per_year,
+                  ge=0)
 
     g = row.gpus_per_server
     host_w = max(row.system_power_w - g * gpu.tdp_watts, 0.0) if include_host else 0.0
@@ -290,9 +287,9 @@ def self_host_vs_api(throughput_tokens_per_s: float, monthly_cost_usd: float,
     deployment at full load costs no more per million tokens than the API:
     M x 1e6 / capacity <= p. Otherwise (or with p = 0) the API is always cheaper.
     """
-    s = _positive("throughput_tokens_per_s", throughput_tokens_per_s, allow_zero=False)
-    m = _positive("monthly_cost_usd", monthly_cost_usd)
-    p = _positive("api_usd_per_million_tokens", api_usd_per_million_tokens)
+    s = _number("throughput_tokens_per_s", throughput_tokens_per_s, gt=0)
+    m = _number("monthly_cost_usd", monthly_cost_usd, ge=0)
+    p = _number("api_usd_per_million_tokens", api_usd_per_million_tokens, ge=0)
     capacity = s * SECONDS_PER_MONTH
     at_capacity = m * 1e6 / capacity
     if p == 0 or m * 1e6 / p > capacity:

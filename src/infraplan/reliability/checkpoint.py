@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from infraplan.catalog.schema import StorageTier
 from infraplan.physics.memory.states import optimizer, weight_bytes_per_param
-from infraplan.reliability.checks import check_number
+from infraplan.checks import check_number
 
 
 def checkpoint_bytes(num_params: float, *, precision: str = "bf16",

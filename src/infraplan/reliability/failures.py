@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
-from infraplan.reliability.checks import check_number
+from infraplan.checks import check_number
 
 HOUR_S = 3600.0
 DAY_S = 86400.0

@@ -44,7 +44,7 @@ import numpy as np
 
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.reliability.checkpoint import CheckpointPlan, daly_interval_s
-from infraplan.reliability.checks import check_number
+from infraplan.checks import check_number
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.spot import SpotModel
 

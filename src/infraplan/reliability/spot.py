@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from infraplan.errors import UnknownNameError
-from infraplan.reliability.checks import check_number
+from infraplan.checks import check_number
 
 AWS_NOTICE_S = 120.0  # EC2 User Guide: two minutes
 GCP_NOTICE_S = 30.0  # Compute Engine API: 30 s from soft off to hard off for Spot VMs

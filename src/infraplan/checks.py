@@ -1,4 +1,4 @@
-"""One check for the numbers the reliability functions take: a finite real (or an integer)
+"""One check for the plain numbers library functions take (reliability, TCO): a finite real (or an integer)
 within bounds, else an InputError that names the argument, the bad value and the range.
 
 NaN fails every comparison, so `x <= 0` alone lets it through; infinity passes `x > 0`.
