@@ -29,6 +29,14 @@ MAX_TRAINING_TOKENS = 1e16
 MAX_GLOBAL_BATCH = 2**30
 MAX_ACCELERATORS = 2**17
 
+# The knobs' choices, named once for the scenarios here and the web requests that set them
+Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+GradDtype = Literal["fp32", "bf16", "fp16"]
+OptimizerName = Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"]
+Kernels = Literal["fused", "eager"]
+FinetuneMethod = Literal["full", "lora", "qlora"]
+Recompute = Literal["none", "selective", "full"]
+
 
 class _Spec(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -50,7 +58,7 @@ class Parallelism(_Spec):
     zero: Literal[0, 1, 2, 3] = Field(default=0, description="ZeRO stage; 3 = FSDP full shard")
     sequence_parallel: bool = False
     micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Recompute = "none"
     recompute_fraction: float = Field(default=1.0, gt=0, le=1,
                                       description="with full: share of each stage's layers "
                                                   "recomputed, the rest selective")
@@ -72,17 +80,17 @@ class Training(_Spec):
                                      description="sequences per optimizer step")
     tokens: float | None = Field(default=None, gt=0, le=MAX_TRAINING_TOKENS,
                                  description="tokens to train on")
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
-    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+    precision: Precision = "bf16"
+    grad_dtype: GradDtype | None = Field(
         default=None, description="gradient dtype; fp32 = Megatron-LM main grads")
-    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
-    kernels: Literal["fused", "eager"] = Field(
+    optimizer: OptimizerName = "adamw"
+    kernels: Kernels = Field(
         default="fused", description="fused: flash attention + fused norms/SwiGLU; eager: "
                                      "plain PyTorch ops with the s x s attention scores")
 
 
 class FineTune(_Spec):
-    method: Literal["full", "lora", "qlora"] = "full"
+    method: FinetuneMethod = "full"
     lora_rank: int = Field(default=16, ge=1)
     lora_targets: tuple[str, ...] = Field(
         default=("all-linear",), description="groups (attention, mlp, all-linear) or module "
@@ -244,10 +252,10 @@ class TrainJob(_Spec):
     global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH,
                               description="sequences per optimizer step")
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
-    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
-    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
-    kernels: Literal["fused", "eager"] = "fused"
+    precision: Precision = "bf16"
+    grad_dtype: GradDtype | None = None
+    optimizer: OptimizerName = "adamw"
+    kernels: Kernels = "fused"
     storage: str | None = Field(default=None, description="storage tier the data is read from")
     data_bytes_per_token: float | None = Field(
         default=None, gt=0, description="bytes read per token (default: a 4-byte token id; "

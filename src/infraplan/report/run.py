@@ -8,7 +8,6 @@ from infraplan.units import format_bytes
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
-PRICE_LABELS = {"on_demand": "on-demand", "spot": "spot", "reserved": "reserved"}
 
 
 def _days(seconds: float) -> str:
@@ -38,7 +37,7 @@ def run_report(name: str, sim) -> str:
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
              f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
              "prices per GPU-hour:"]
-    lines += [f"  {PRICE_LABELS[k]} ${v:,.2f}: {sim.price_sources[k]}"
+    lines += [f"  {k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
               for k, v in sim.prices_usd_per_gpu_hour.items()]
     lines.append("")
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])

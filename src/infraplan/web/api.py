@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, StrictBool
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
+from infraplan.workloads import OptimizerName, Precision
 from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
 
@@ -64,8 +65,8 @@ class TrainRequest(ModelPick):
     global_batch: Count = Field(default=256, ge=1, le=1 << 20,
                                 description="sequences per optimizer step")
     seq_len: Count = Field(default=4096, ge=1, le=1 << 20, description="tokens per sequence")
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
-    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
+    precision: Precision = "bf16"
+    optimizer: OptimizerName = "adamw"
     storage: str | None = Field(default=None, max_length=100,
                                 description="storage tier the data is read from")
     deadline_days: Number | None = Field(default=None, gt=0, le=1e5)

@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, StrictBool
 from infraplan.report import figures as fig
 from infraplan.report.document import item, section, table
 from infraplan.units import GiB
+from infraplan.workloads import FinetuneMethod, GradDtype, Kernels, OptimizerName, Precision, Recompute
 from infraplan.web.fields import Count, ModelPick, Number, json_number
 
 MAX_JOB_GPUS = 1 << 17  # accelerators in one memory check (workloads.MAX_ACCELERATORS)
@@ -36,7 +37,7 @@ class MemoryRequest(ModelPick):
                       description="virtual pipeline stages per rank (interleaved 1F1B)")
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(json_number)] = Field(
         default=0, description="ZeRO stage (3 = FSDP)")
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Recompute = "none"
     recompute_fraction: Number | None = Field(
         default=None, gt=0, le=1, description="with recompute full: share of each stage's "
                                               "layers recomputed (the rest selective)")
@@ -46,14 +47,14 @@ class MemoryRequest(ModelPick):
     global_batch: Count | None = Field(default=None, ge=1, le=1 << 30,
                                        description="sequences per optimizer step")
     seq_len: Count = Field(default=4096, ge=1, le=1 << 27, description="tokens per sequence")
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
-    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+    precision: Precision = "bf16"
+    grad_dtype: GradDtype | None = Field(
         default=None, description="fp32 = Megatron-LM main grads (default: the precision)")
-    optimizer: Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"] = "adamw"
-    kernels: Literal["fused", "eager"] = Field(
+    optimizer: OptimizerName = "adamw"
+    kernels: Kernels = Field(
         default="fused", description="fused: flash attention and fused norms; eager: plain "
                                      "PyTorch ops with the s x s attention scores")
-    finetune: Literal["full", "lora", "qlora"] = "full"
+    finetune: FinetuneMethod = "full"
     lora_rank: Count | None = Field(default=None, ge=1, le=1 << 16)
     lora_targets: list[Annotated[str, Field(min_length=1, max_length=50)]] | None = Field(
         default=None, min_length=1, max_length=32,
