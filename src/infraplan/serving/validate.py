@@ -50,14 +50,11 @@ class RowPlan:
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_tokens: int
-    engine_text: str = ""  # the row's own engine cell, when the catalog does not know it
+    stand_in: str = ""  # why FALLBACK_ENGINE simulated the row, if it did (_stand_in)
 
     def describe(self) -> str:
         d = self.deployment
-        stand_in = ""
-        if _catalog_engine_named(self.engine_text) is None:
-            stand_in = (f" (stand-in for {self.engine_text.strip()!r})"
-                        if self.engine_text.strip() else " (no engine given)")
+        stand_in = f" ({self.stand_in})" if self.stand_in else ""
         batching = f"static batch {d.batch_size}" if d.batching == "static" else \
             f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
         pp = f" PP={d.pp}" if d.pp > 1 else ""
@@ -95,6 +92,13 @@ def _catalog_engine_named(text: str | None) -> str | None:
             if key.startswith(name.lower().replace("_", "-")):
                 return engine.name
     return None
+
+
+def _stand_in(text: str | None) -> str:
+    """'' when the row's engine is a catalog one; else what FALLBACK_ENGINE stands in for."""
+    if _catalog_engine_named(text) is not None:
+        return ""
+    return f"stand-in for {text.strip()!r}" if text and text.strip() else "no engine given"
 
 
 def engine_for_row(text: str | None) -> str:
@@ -164,7 +168,7 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         predicted = summary[key][stat]
     r = result.replica
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens,
-                   engine_text=row.get("engine") or "")
+                   stand_in=_stand_in(row.get("engine")))
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
 
 
