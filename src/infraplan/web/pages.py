@@ -8,11 +8,13 @@ from __future__ import annotations
 from functools import lru_cache
 from html import escape
 from importlib import resources
+from typing import get_args
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from infraplan.report.html import CSS, FIGURE_JS, plotly_js
+from infraplan.workloads import GradDtype, OptimizerName, Precision, Recompute
 
 pages = APIRouter(include_in_schema=False)
 
@@ -141,7 +143,7 @@ def memory() -> HTMLResponse:
         _select("zero", "ZeRO stage", options("0", "1", "2", "3"), typ="int", default="1"),
         _select("sequence_parallel", "sequence parallel (tp > 1)",
                 [("false", "off"), ("true", "on")], typ="bool", default="false"),
-        _select("recompute", "activation recompute", options("none", "selective", "full"),
+        _select("recompute", "activation recompute", options(*get_args(Recompute)),
                 default="none"),
         _field("recompute_fraction", "recompute share (full)", "",
                hint="with recompute full: the rest selective; empty = all layers",
@@ -152,12 +154,11 @@ def memory() -> HTMLResponse:
               hint="empty: pp micro-batches per step (a full pipeline)",
               empty="a full pipeline"),
         count("seq_len", "sequence length (tokens)", "4096"),
-        _select("precision", "precision", options("bf16", "fp16", "fp8", "fp32"),
+        _select("precision", "precision", options(*get_args(Precision)),
                 default="bf16"),
-        _select("grad_dtype", "gradients", [("", "as the precision"), *options(
-            "fp32", "bf16", "fp16")]),
-        _select("optimizer", "optimizer", options("adamw", "adamw-bf16", "adamw-8bit",
-                                                  "sgd-momentum"), default="adamw"),
+        _select("grad_dtype", "gradients", [("", "as the precision"),
+                                          *options(*get_args(GradDtype))]),
+        _select("optimizer", "optimizer", options(*get_args(OptimizerName)), default="adamw"),
         _select("kernels", "kernels", [("fused", "fused (flash attention)"),
                                        ("eager", "eager (s x s scores)")], default="fused"),
         "<fieldset>Fine-tuning</fieldset>",
@@ -178,8 +179,8 @@ do. The form lives in the address bar: copy it to share the check.</p></header>
 
 @pages.get("/train", response_class=HTMLResponse)
 def train() -> HTMLResponse:
-    precisions = [(p, p) for p in ("bf16", "fp16", "fp8", "fp32")]
-    optimizers = [(o, o) for o in ("adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum")]
+    precisions = [(p, p) for p in get_args(Precision)]
+    optimizers = [(o, o) for o in get_args(OptimizerName)]
     form = "".join([
         "<fieldset>Workload</fieldset>", MODEL_PICKER,
         _field("tokens", "tokens to train on", "1e11"),
