@@ -16,7 +16,8 @@ from pydantic import BeforeValidator, Field, StrictBool
 from infraplan.report import figures as fig
 from infraplan.report.document import item, section, table
 from infraplan.units import GiB
-from infraplan.workloads import FinetuneMethod, GradDtype, Kernels, OptimizerName, Precision, Recompute
+from infraplan.workloads import (FinetuneMethod, GradDtype, Kernels, OptimizerName, Precision,
+                                 Recompute)
 from infraplan.web.fields import Count, ModelPick, Number, json_number
 
 MAX_JOB_GPUS = 1 << 17  # accelerators in one memory check (workloads.MAX_ACCELERATORS)
