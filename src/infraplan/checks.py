@@ -1,5 +1,6 @@
 """One check for the plain numbers library functions take (reliability, TCO): a finite
-real (or an integer) within bounds, else an InputError that names the argument, the bad value and the range.
+real (or an integer) within bounds, else an InputError that names the argument, the bad
+value and the range.
 
 NaN fails every comparison, so `x <= 0` alone lets it through; infinity passes `x > 0`.
 Both are refused here, once, instead of in a wall of ifs per function.
