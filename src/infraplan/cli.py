@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 
-from infraplan.cli_serve import run_plan_serve, run_simulate_serve
+from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
 from infraplan.errors import InputError
 from infraplan.report.output import add_output_flags, emit, progress
 
@@ -19,14 +19,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"error: {message} (see '{self.prog} --help')\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_at_least(low: int):
+    """An argparse type: a whole number >= low (argparse prefixes the flag to the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _number(low: float, *, above: bool, high: float | None = None):
@@ -156,12 +163,17 @@ def _run_model(args) -> int:
 
 
 def _kind_command(kinds, name: str, help_text: str, description: str, argument: str,
-                  argument_help: str, run) -> None:
-    """`infraplan <verb> <kind> FILE [--json]`: plan train, validate training, ..."""
+                  argument_help: str, run, seed_field: str | None = None) -> None:
+    """`infraplan <verb> <kind> FILE [--json]`: plan train, validate training, ...;
+    `seed_field` (a dotted scenario path) adds `--seed N`, which overrides it."""
     p = kinds.add_parser(name, help=help_text, description=description)
     p.add_argument(argument, help=argument_help)
+    if seed_field:
+        p.add_argument("--seed", type=_non_negative_int, default=None,
+                       help=f"random seed, in place of the scenario's {seed_field} (0 if it sets "
+                            "none)")
     add_output_flags(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, seed_field=seed_field)
 
 
 def _add_plan(sub) -> None:
@@ -173,7 +185,8 @@ def _add_plan(sub) -> None:
     _kind_command(kinds, "serve", "serving: the cheapest deployment that meets the SLOs",
                   "Compare accelerators, TP, precision and batch limits for a serving "
                   "scenario; simulate each and find the fewest replicas that meet its SLOs.",
-                  "scenario", "serving scenario YAML (see examples/)", run_plan_serve)
+                  "scenario", "serving scenario YAML (see examples/)", run_plan_serve,
+                  seed_field="seed")
 
 
 def _add_simulate(sub) -> None:
@@ -181,11 +194,13 @@ def _add_simulate(sub) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "serve", "serving: latency, throughput, KV use, cost",
                   "Simulate the scenario's deployment under its traffic.", "scenario",
-                  "serving scenario YAML (see examples/)", run_simulate_serve)
+                  "serving scenario YAML (see examples/)", run_simulate_serve,
+                  seed_field="seed")
     _kind_command(kinds, "train", "training run: failures, spot, checkpoints (Monte-Carlo)",
                   "Plan the scenario, then draw its best plan's run many times per pricing "
                   "strategy: wall time, goodput and cost as distributions.", "scenario",
-                  "training scenario YAML with an optional run: section", _run_simulate_train)
+                  "training scenario YAML with an optional run: section", _run_simulate_train,
+                  seed_field="run.seed")
 
 
 def _run_simulate_train(args) -> int:
@@ -194,7 +209,7 @@ def _run_simulate_train(args) -> int:
     from infraplan.training.simulate_run import simulate_training_run
     from infraplan.workloads import TrainScenario, load_scenario
 
-    scenario = load_scenario(args.scenario, TrainScenario)
+    scenario = load_scenario(args.scenario, TrainScenario, seed_override(args))
     with progress(args, "drawing runs") as tick:
         sim = simulate_training_run(scenario, plan_training(scenario).best[0], progress=tick)
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),

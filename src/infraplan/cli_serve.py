@@ -7,26 +7,32 @@ from infraplan.errors import InputError
 from infraplan.report.output import emit, progress
 
 
-def _load_serve(path):
+def seed_override(args) -> dict:
+    """The scenario override `--seed N` makes ({} when the flag is not given)."""
+    return {args.seed_field: args.seed} if getattr(args, "seed", None) is not None else {}
+
+
+def _load_serve(args):
     from pathlib import Path
 
     from infraplan.serving.scenario import ServeScenario
     from infraplan.workloads import load_scenario
 
-    return load_scenario(path, ServeScenario), Path(path).parent
+    return load_scenario(args.scenario, ServeScenario, seed_override(args)), \
+        Path(args.scenario).parent
 
 
 def run_plan_serve(args) -> int:
     from infraplan.report.serving import plan_report
     from infraplan.serving.planner import plan_serving
 
-    scenario, base = _load_serve(args.scenario)
+    scenario, base = _load_serve(args)
     with progress(args, "simulating configurations") as tick:
         plan = plan_serving(scenario, base_dir=base, progress=tick)
     name = scenario.name or scenario.model
     best = plan.best
-    emit(args, "plan_serve", dict(model=scenario.model, **plan.to_json()),
-         lambda: plan_report(name, plan),
+    emit(args, "plan_serve", dict(model=scenario.model, seed=scenario.seed, **plan.to_json()),
+         lambda: plan_report(name, plan, scenario.seed),
          lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
          if best else "no configuration meets the SLOs")
     if best is None:  # an impossible plan: the output above says why each one lost
@@ -43,7 +49,7 @@ def run_simulate_serve(args) -> int:
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
 
-    scenario, base = _load_serve(args.scenario)
+    scenario, base = _load_serve(args)
     dep = scenario.deployment_spec()
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
     with progress(args, "simulating requests") as tick:
@@ -55,8 +61,8 @@ def run_simulate_serve(args) -> int:
     r = result.replica
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
-                f"{r.max_num_batched_tokens}")
-    data = {**summary, "deployment": dep.model_dump(),
+                f"{r.max_num_batched_tokens}; seed {scenario.seed}")
+    data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(),
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
     return emit(args, "simulate_serve", data,
                 lambda: simulation_report(scenario.name or scenario.model, describe, summary),

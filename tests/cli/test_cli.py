@@ -148,6 +148,12 @@ BAD_INPUT = [
     (["model", "x" * 300], "unknown model 'xxxxxxxx"),
     (["memory", "--model", "x" * 300, "--gpu", "h100"], "unknown model 'xxxxxxxx"),
     (["validate", "training", "x" * 300], "not a usable path (File name too long)"),
+    (["simulate", "serve", str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--seed", "-1"],
+     "argument --seed: must be >= 0, got -1"),
+    (["plan", "serve", str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--seed", "x"],
+     "argument --seed: expected a whole number, got 'x'"),
+    (["simulate", "train", str(ROOT / "examples" / "article-4-2b-spot.yaml"), "--seed", "1.5"],
+     "argument --seed: expected a whole number, got '1.5'"),
     (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
 ]
 

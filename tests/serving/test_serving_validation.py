@@ -73,6 +73,33 @@ def test_simulate_serve_json(capsys):
     assert len(data["timeline"]["t_s"]) > 10
 
 
+def test_seed_flag_replaces_the_scenario_seed(capsys):
+    """`--seed N` draws the traffic of `seed: N`: the same figures as the YAML field, other
+    figures than the default seed, and the seed in both outputs."""
+    from infraplan.serving.metrics import summarize
+    from infraplan.serving.scenario import ServeScenario
+    from infraplan.serving.simulate import simulate
+    from infraplan.serving.traffic import generate
+    from infraplan.workloads import load_scenario
+
+    path = str(ROOT / "examples" / "serve-llama8b-chat.yaml")
+
+    def p99_ttft(*flags):
+        code, out, _ = run(capsys, "simulate", "serve", path, "--json", *flags)
+        assert code == 0
+        return json.loads(out)
+
+    default, seeded = p99_ttft(), p99_ttft("--seed", "7")
+    assert (default["seed"], seeded["seed"]) == (0, 7)
+    assert seeded["ttft_s"]["p99"] != default["ttft_s"]["p99"]
+    scenario = load_scenario(path, ServeScenario, {"seed": 7})
+    result = simulate(scenario.deployment_spec(), generate(scenario.traffic, seed=7),
+                      base_dir=ROOT / "examples")
+    assert summarize(result)["ttft_s"]["p99"] == seeded["ttft_s"]["p99"]
+    code, out, _ = run(capsys, "simulate", "serve", path, "--seed", "7")
+    assert code == 0 and "; seed 7\n" in out
+
+
 def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
     code, out, _ = run(capsys, "plan", "serve",
                        str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--json")

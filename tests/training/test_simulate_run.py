@@ -107,6 +107,27 @@ def test_article_2_runs_under_simulate_train(capsys):
     assert set(json.loads(capsys.readouterr().out)["strategies"]) == {"on_demand", "spot"}
 
 
+def test_seed_flag_is_the_run_seed(capsys, tmp_path):
+    """`simulate train --seed 5` draws what `run: {seed: 5}` in the file draws."""
+    from pathlib import Path
+
+    import yaml
+
+    example = Path(__file__).resolve().parents[2] / "examples/article-4-2b-spot.yaml"
+    raw = yaml.safe_load(example.read_text())
+    raw["run"]["seed"] = 5
+    seeded = tmp_path / "seeded.yaml"
+    seeded.write_text(yaml.safe_dump(raw))
+
+    def strategies(*argv):
+        assert main(["simulate", "train", *argv, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["strategies"]
+
+    by_flag, by_file = strategies(str(example), "--seed", "5"), strategies(str(seeded))
+    assert by_flag == by_file and by_flag["spot"]["seed"] == 5
+    assert strategies(str(example))["spot"]["wall_s"] != by_flag["spot"]["wall_s"]
+
+
 def _spot_price(prices: dict, **spot) -> tuple[float, str]:
     scenario = TrainScenario.model_validate({**BASE, "prices": prices,
                                              "run": {"spot": spot}})

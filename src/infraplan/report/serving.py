@@ -43,7 +43,7 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
     return "\n".join(lines)
 
 
-def plan_report(name: str, plan) -> str:
+def plan_report(name: str, plan, seed: int = 0) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
@@ -51,7 +51,7 @@ def plan_report(name: str, plan) -> str:
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
                      f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
     lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
-             f"{plan.search_seconds:.1f} s", ""]
+             f"{plan.search_seconds:.1f} s (seed {seed})", ""]
     if plan.best is None:
         lines.append("no configuration meets the SLOs")
     else:
