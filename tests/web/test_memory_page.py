@@ -205,6 +205,55 @@ def test_memory_form(browser, live_server):
     assert not errors and not phone_errors, errors + phone_errors
 
 
+@pytest.mark.parametrize("body, knob", [
+    (OVER, "dp"),  # tp = 2 halves dp
+    (dict(FITS, tp=2, micro_batch=5), "sequence_parallel"),
+    (dict(FITS, num_gpus=2, zero=3, seq_len=2048, micro_batch=2), "optimizer"),
+    (dict(FITS, model="llama-3.1-70b", num_gpus=1, zero=0, finetune="lora", seq_len=512),
+     "finetune"),
+], ids=["dp", "sequence-parallel", "adamw-8bit", "qlora"])
+def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
+    """Posting the form with a fix's fields gives the plan the fix was priced on."""
+    answer = client.post("/api/memory", json=body).json()
+    fixes, buttons = answer["result"]["fixes"], answer["document"]["apply"]
+    assert len(buttons) == len(fixes) > 0
+    assert any(knob in b["fields"] for b in buttons)
+    for fix, button in zip(fixes, buttons):
+        values = {k: (v == "true" if v in ("true", "false") else
+                      int(v) if v.isdigit() else v) for k, v in button["fields"].items()}
+        again = client.post("/api/memory", json={**body, **values}).json()["result"]
+        assert again["fits"] and again["total_bytes"] == fix["total_bytes"], button
+
+
+@browser_only
+def test_a_fix_is_one_click(browser, live_server):
+    """Each suggested fix is a button: it sets the fix's fields (tp 2 halves dp too), checks
+    again, and the plan that fits is in the address bar."""
+    report, fixes, _ = _library(4)
+    fixed = dict(fixes)["--tp 2"]
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(f"{live_server}/memory?model=llama-3.1-8b&gpu=h100-sxm5-80gb&num_gpus=8&zero=1"
+              "&micro_batch=4")
+    page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert _text(page, "verdict") == "DOES NOT FIT"
+    buttons = page.locator("#memory-fixes .apply button")
+    assert buttons.all_inner_texts() == ["recompute = full", "micro_batch = 1",
+                                        "tp = 2, dp = 4"]
+    done = page.get_attribute("form.plan", "data-done")
+    buttons.nth(2).click()
+    page.wait_for_function(f"document.querySelector('form.plan').dataset.done !== '{done}'",
+                           timeout=30_000)
+    assert _text(page, "verdict") == "fits"
+    assert _text(page, "memory per accelerator") == _gib_text(fixed)
+    assert [page.input_value(f"[name={n}]") for n in ("tp", "dp", "micro_batch")] == \
+        ["2", "4", "4"]
+    assert "tp=2" in page.url and "dp=4" in page.url
+    assert page.locator("#memory-fixes").count() == 0  # a plan that fits has no fixes
+    _readable_on_a_phone(page)
+    page.close()
+    assert not errors
+
+
 @browser_only
 def test_memory_bad_input_shows_the_field(browser, live_server):
     page, errors = _page(browser, live_server, PHONE)

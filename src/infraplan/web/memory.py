@@ -101,6 +101,23 @@ def in_form_terms(change: str) -> str:
     return f"{m[1].replace('-', '_')} = {m[2] or 'on'}" if m else change
 
 
+# The knobs a fix can change, where the report keeps them; the form names them alike
+FIX_KNOBS = (("plan", ("tp", "pp", "dp", "zero", "recompute", "sequence_parallel",
+                       "micro_batch")), ("options", ("finetune", "optimizer")))
+
+
+def fix_fields(before, after) -> dict[str, str]:
+    """The form's values that turn report `before` into the fix `after` (a doubled tp or pp
+    halves dp, so both are set), spelt as the form's inputs take them."""
+    changed = {}
+    for where, names in FIX_KNOBS:
+        for name in names:
+            value = getattr(getattr(after, where), name)
+            if value != getattr(getattr(before, where), name):
+                changed[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return changed
+
+
 def _gib(n_bytes: float) -> str:
     return f"{n_bytes / GiB:,.1f} GiB"
 
@@ -155,6 +172,8 @@ def memory_document(report, fixes, min_gpus: int) -> dict:
             + [states]))
     if r.notes:
         sections.append(section("Memory", "Notes", paragraphs=list(r.notes)))
+    apply = [{"label": ", ".join(f"{k} = {v}" for k, v in fields.items()), "fields": fields}
+             for fields in (fix_fields(r, f) for _, f in fixes)]
     return fig.json_safe({"kind": "memory", "title": f"{r.model} memory", "model": r.model,
-                          "memory": bars, "sections": sections,
+                          "memory": bars, "sections": sections, "apply": apply,
                           "figures": {"memory": fig.memory_figure(bars)}})

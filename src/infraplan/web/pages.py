@@ -47,6 +47,9 @@ button[disabled] { opacity: 0.6; cursor: wait; }
   border-radius: 8px; padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
 .hidden { display: none !important; }
 .hint { font-size: 0.85rem; color: var(--muted); }
+.apply { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
+.apply button { background: #fff; color: var(--accent); border: 1px solid var(--accent);
+  padding: 5px 12px; }
 #result [data-label="verdict"] dd { font-size: 1.25rem; }
 @media (max-width: 600px) {
   form.plan { grid-template-columns: repeat(2, minmax(0, 1fr)); padding: 10px; gap: 8px; }

@@ -193,6 +193,31 @@
     clearAnswers();
     statusBox.textContent = '';
   }
+  // one button per suggested fix: it sets the fix's fields and checks again (and so puts
+  // the fixed plan in the address bar)
+  function showFixes(fixes) {
+    if (!fixes || !fixes.length) { return; }
+    var box = document.createElement('div');
+    box.className = 'apply';
+    var label = document.createElement('span');
+    label.className = 'hint';
+    label.textContent = 'apply a fix:';
+    box.appendChild(label);
+    fixes.forEach(function (fix) {
+      var b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = fix.label;
+      b.addEventListener('click', function () {
+        Object.keys(fix.fields).forEach(function (name) {
+          var el = form.elements.namedItem(name);
+          if (el) { setValue(el, fix.fields[name]); }
+        });
+        run(false);
+      });
+      box.appendChild(b);
+    });
+    (result.querySelector('#memory-fixes') || result).appendChild(box);
+  }
   function run(fromLink) {
     showError('');
     if (!fromLink) { showNotice(''); }
@@ -221,6 +246,7 @@
           showInspect(answer.data);
         } else {
           result.innerHTML = answer.data.html;  // escaped by the server
+          showFixes(answer.data.document.apply);
           infraplanDraw(result, answer.data.document.figures);
           if (window.innerWidth < 600) { result.scrollIntoView(); }  // the form is long
         }
