@@ -66,11 +66,12 @@ def test_numbers_are_the_librarys(client, body, micro_batch, fits):
     assert items["memory per accelerator"] == \
         f"{report.total_bytes / GIB:,.1f} GiB of {report.capacity_bytes / GIB:,.1f} GiB"
     if not fits:  # the failing plan has single changes that fit, each under the capacity
-        assert [c for c, _ in fixes] == ["--recompute full", "--micro-batch 1", "--tp 2"]
+        assert [c for c, _ in fixes] == ["--recompute full", "--micro-batch 1",
+                                          "--tp 2 --dp 4"]
         assert all(f["total_bytes"] <= got["capacity_bytes"] for f in got["fixes"])
         bars = r.json()["document"]["figures"]["memory"]["data"][0]["y"]
         assert bars == ["8 x h100-sxm5-80gb", "with recompute = full",
-                        "with micro_batch = 1", "with tp = 2"]
+                        "with micro_batch = 1", "with tp = 2, dp = 4"]
 
 
 @pytest.mark.parametrize("body, flags", [(FITS, "fits"), (OVER, "over"),
@@ -230,7 +231,7 @@ def test_a_fix_is_one_click(browser, live_server):
     """Each suggested fix is a button: it sets the fix's fields (tp 2 halves dp too), checks
     again, and the plan that fits is in the address bar."""
     report, fixes, _ = _library(4)
-    fixed = dict(fixes)["--tp 2"]
+    fixed = dict(fixes)["--tp 2 --dp 4"]
     page, errors = _page(browser, live_server, PHONE)
     page.goto(f"{live_server}/memory?model=llama-3.1-8b&gpu=h100-sxm5-80gb&num_gpus=8&zero=1"
               "&micro_batch=4")

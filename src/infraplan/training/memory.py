@@ -189,7 +189,8 @@ def suggest_fixes(report: MemoryReport, *, limit: int = 4) -> list[tuple[str, Me
         value = getattr(plan, name) * 2
         if plan.dp % 2 == 0:
             changed = replace(plan, **{name: value, "dp": plan.dp // 2})
-            tries.append((f"--{name} {value}", changed, options))
+            # dp halves with it: named, so the change is right when --dp was given too
+            tries.append((f"--{name} {value} --dp {plan.dp // 2}", changed, options))
     if options.finetune == "lora":
         tries.append(("--finetune qlora", plan, replace(options, finetune="qlora")))
     if options.optimizer == "adamw":

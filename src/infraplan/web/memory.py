@@ -71,7 +71,7 @@ MEMORY_TERMS = (
     (r"^(unknown model|model '.*' is not a catalog name)", r"model: \1"))
 
 
-FLAG = re.compile(r"--([a-z][a-z-]*)(?: (.+))?")
+FLAG = re.compile(r"--([a-z][a-z-]*)(?: ([^-\s]\S*))?")
 
 
 def memory_scenario(req, model: str, gpu: str):
@@ -96,9 +96,11 @@ def memory_answer(scenario, arch=None) -> tuple[dict, dict]:
 
 
 def in_form_terms(change: str) -> str:
-    """A suggested fix ('--zero 2', '--sequence-parallel') as the form's field and value."""
-    m = FLAG.fullmatch(change)
-    return f"{m[1].replace('-', '_')} = {m[2] or 'on'}" if m else change
+    """A suggested fix ('--zero 2', '--sequence-parallel', '--tp 2 --dp 4') as the form's
+    fields and values ('tp = 2, dp = 4')."""
+    flags = FLAG.findall(change)
+    return ", ".join(f"{name.replace('-', '_')} = {value or 'on'}"
+                     for name, value in flags) if flags else change
 
 
 # The knobs a fix can change, where the report keeps them; the form names them alike
