@@ -117,6 +117,38 @@ def test_serving_form(browser, live_server):
     assert not errors and not phone_errors, errors + phone_errors
 
 
+def test_serving_form_traffic_knobs(browser, live_server):
+    """Burstiness, length caps and the seed reach the simulation: the page shows what the
+    library gives for the same traffic and seed (a different seed gives other requests)."""
+    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.scenario import ServeScenario
+
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(f"{live_server}/serve?mode=simulate&model=llama-3.1-8b&gpu=h100-sxm5-80gb"
+              "&arrival=gamma&cv=3&rate_per_s=8&num_requests=400&input_max_tokens=2000"
+              "&output_max_tokens=400&seed=5")
+    page.wait_for_selector('#result [data-label="p99 time to first token"]', timeout=60_000)
+    assert [page.input_value(f"[name={n}]") for n in ("cv", "input_max_tokens", "seed")] == \
+        ["3", "2000", "5"]
+
+    def p99_ttft_ms(seed: int) -> str:
+        summary = simulate_scenario(ServeScenario.model_validate({
+            "model": "llama-3.1-8b", "seed": seed,
+            "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05},
+            "traffic": {"arrival": {"kind": "gamma", "rate_per_s": 8, "cv": 3},
+                        "num_requests": 400,
+                        "input": {"kind": "lognormal", "mean": 1000, "sigma": 0.8,
+                                  "max": 2000},
+                        "output": {"kind": "lognormal", "mean": 250, "sigma": 0.8,
+                                   "max": 400}},
+            "deployment": {"gpu": "h100-sxm5-80gb"}}))["summary"]
+        return f"{summary['ttft_s']['p99'] * 1e3:,.1f} ms"
+
+    assert _text(page, "p99 time to first token") == p99_ttft_ms(5) != p99_ttft_ms(0)
+    page.close()
+    assert not errors
+
+
 def test_bad_input_shows_the_reason(browser, live_server):
     page, errors = _page(browser, live_server, PHONE)
     page.goto(f"{live_server}/train?model=llama-3.1-8b&gpus=h100-sxm5-80gb&min_count=64"
