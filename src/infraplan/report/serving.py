@@ -43,7 +43,7 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
     return "\n".join(lines)
 
 
-def plan_report(name: str, plan, seed: int = 0) -> str:
+def plan_report(name: str, plan, seed: int) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
