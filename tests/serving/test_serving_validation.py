@@ -98,6 +98,8 @@ def test_seed_flag_replaces_the_scenario_seed(capsys):
     assert summarize(result)["ttft_s"]["p99"] == seeded["ttft_s"]["p99"]
     code, out, _ = run(capsys, "simulate", "serve", path, "--seed", "7")
     assert code == 0 and "; seed 7\n" in out
+    code, out, _ = run(capsys, "plan", "serve", path, "--seed", "3")
+    assert code == 0 and " s (seed 3)\n" in out.splitlines(keepends=True)[0]
 
 
 def test_plan_serve_meets_slos_and_ranks_by_cost(capsys):
