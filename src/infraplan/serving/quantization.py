@@ -29,18 +29,37 @@ SERVING_WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 SERVING_KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
 
 
+def _among(name: str, formats: tuple[str, ...], field: str) -> tuple[str | None, str]:
+    """(`name` in canonical spelling if it is one of `formats`, else None; a did-you-mean
+    suffix for the miss)."""
+    try:
+        dtype = canonical_dtype(name, field=field)
+    except InputError:
+        dtype = None
+    if dtype in formats:
+        return dtype, ""
+    close = close_matches(str(name).lower(), formats)
+    return None, f"; did you mean {close[0]!r}?" if close else ""
+
+
 def kv_format(name: str) -> str:
     """`name` in canonical spelling if engines store their KV cache in it; an InputError
     naming the formats they do otherwise (nf4, fp4, fp6, tf32 and fp64 caches do not exist)."""
-    try:
-        dtype = canonical_dtype(name, field="kv_dtype")
-    except InputError:
-        dtype = None
-    if dtype not in SERVING_KV_DTYPES:
-        close = close_matches(str(name).lower(), SERVING_KV_DTYPES)
+    dtype, hint = _among(name, SERVING_KV_DTYPES, "kv_dtype")
+    if dtype is None:
         raise InputError("must be a KV-cache format engines store: "
                          + ", ".join(SERVING_KV_DTYPES[:-1]) + f" or {SERVING_KV_DTYPES[-1]}"
-                         + (f"; did you mean {close[0]!r}?" if close else ""))
+                         + hint)
+    return dtype
+
+
+def serving_weight_dtype(name: str) -> str:
+    """`name` in canonical spelling if it is a serving weight format; an InputError naming
+    them otherwise."""
+    dtype, hint = _among(name, SERVING_WEIGHT_DTYPES, "weight_dtype")
+    if dtype is None:
+        raise InputError("not a serving weight format" + hint,
+                         fix="use " + ", ".join(SERVING_WEIGHT_DTYPES))
     return dtype
 
 

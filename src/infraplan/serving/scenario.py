@@ -7,14 +7,13 @@ from typing import ClassVar
 from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
-from infraplan.dtypes import canonical_dtype
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
-from infraplan.serving.quantization import SERVING_WEIGHT_DTYPES, kv_format
+from infraplan.serving.quantization import kv_format, serving_weight_dtype
 from infraplan.serving.traffic import TrafficSpec
 
 
@@ -55,15 +54,9 @@ class SearchSpace(SpecModel):
         out = []
         for name in names:
             try:
-                dtype = canonical_dtype(name)
-            except InputError:
-                dtype = None
-            if dtype not in SERVING_WEIGHT_DTYPES:
-                close = close_matches(str(name).lower(), SERVING_WEIGHT_DTYPES)
-                raise InputError(f"has {name!r}, not a serving weight format"
-                                 + (f"; did you mean {close[0]!r}?" if close else ""),
-                                 fix="use " + ", ".join(SERVING_WEIGHT_DTYPES))
-            out.append(dtype)
+                out.append(serving_weight_dtype(name))
+            except InputError as exc:
+                raise InputError(f"has {name!r}, {exc.message}", fix=exc.fix) from None
         return tuple(dict.fromkeys(out))
 
     @field_validator("engine")
