@@ -174,8 +174,7 @@ def memory_document(report, fixes, min_gpus: int) -> dict:
             + [states]))
     if r.notes:
         sections.append(section("Memory", "Notes", paragraphs=list(r.notes)))
-    apply = [{"label": ", ".join(f"{k} = {v}" for k, v in fields.items()), "fields": fields}
-             for fields in (fix_fields(r, f) for _, f in fixes)]
+    apply = [{"label": in_form_terms(c), "fields": fix_fields(r, f)} for c, f in fixes]
     return fig.json_safe({"kind": "memory", "title": f"{r.model} memory", "model": r.model,
                           "memory": bars, "sections": sections, "apply": apply,
                           "figures": {"memory": fig.memory_figure(bars)}})
