@@ -162,6 +162,13 @@ def _run_model(args) -> int:
     return emit(args, "model", summary, lambda: summary["text"])
 
 
+def add_seed_flag(parser, seed_field: str) -> None:
+    """`--seed N`, in place of the scenario's `seed_field` (see seed_override)."""
+    parser.add_argument("--seed", type=_non_negative_int, default=None,
+                        help=f"random seed, in place of the scenario's {seed_field} (0 if it "
+                             "sets none)")
+
+
 def _kind_command(kinds, name: str, help_text: str, description: str, argument: str,
                   argument_help: str, run, seed_field: str | None = None) -> None:
     """`infraplan <verb> <kind> FILE [--json]`: plan train, validate training, ...;
@@ -169,9 +176,7 @@ def _kind_command(kinds, name: str, help_text: str, description: str, argument: 
     p = kinds.add_parser(name, help=help_text, description=description)
     p.add_argument(argument, help=argument_help)
     if seed_field:
-        p.add_argument("--seed", type=_non_negative_int, default=None,
-                       help=f"random seed, in place of the scenario's {seed_field} (0 if it sets "
-                            "none)")
+        add_seed_flag(p, seed_field)
     add_output_flags(p)
     p.set_defaults(run=run, seed_field=seed_field)
 

@@ -155,7 +155,7 @@ def test_atomic_write(tmp_path, monkeypatch):
         report_html.write_report(tmp_path / "missing.yaml", out)
     assert out.read_text() == OLD_REPORT
 
-    def broken(_, progress=None):
+    def broken(_, progress=None, seed=None):
         raise RuntimeError("planner crashed half-way")
 
     monkeypatch.setattr(report_html, "render_report", broken)
@@ -163,7 +163,8 @@ def test_atomic_write(tmp_path, monkeypatch):
         report_html.write_report(TRAIN, out)
     assert out.read_text() == OLD_REPORT
 
-    monkeypatch.setattr(report_html, "render_report", lambda _, progress=None: "<html>new</html>")
+    monkeypatch.setattr(report_html, "render_report",
+                        lambda _, progress=None, seed=None: "<html>new</html>")
     report_html.write_report(TRAIN, out)
     assert out.read_text() == "<html>new</html>"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"], "no temporary file left"
@@ -179,7 +180,7 @@ def test_report_never_replaces_what_is_not_a_report(tmp_path, monkeypatch):
 
     import infraplan.report.html as report_html
 
-    monkeypatch.setattr(report_html, "render_report", lambda _, progress=None:
+    monkeypatch.setattr(report_html, "render_report", lambda _, progress=None, seed=None:
                         "<title>new: infraplan report</title>")
     scenario = tmp_path / "s.yaml"
     scenario.write_text(TRAIN.read_text())
@@ -236,7 +237,7 @@ def test_cli_report_command(tmp_path, monkeypatch, capsys):
     import infraplan.report.html as report_html
 
     monkeypatch.setattr(report_html, "render_report",
-                        lambda path, progress=None: f"<html>{path}</html>")
+                        lambda path, progress=None, seed=None: f"<html>{path}</html>")
     args = _parser().parse_args(["report", str(SERVE), "-o", str(tmp_path / "r.html")])
     assert args.run(args) == 0
     assert (tmp_path / "r.html").read_text() == f"<html>{SERVE}</html>"
@@ -381,3 +382,33 @@ def test_durations_keep_three_significant_figures(value, text):
     from infraplan.report.document_train import duration_text
 
     assert duration_text(value) == text
+
+
+def test_report_seed_is_the_simulation_seed(tmp_path):
+    """`report --seed N` draws the serving simulation as `simulate serve --seed N` does, and
+    the document names the seed; a training report draws nothing at random."""
+    import yaml
+
+    from infraplan.cli import main
+    from infraplan.report.document import build_document
+
+    raw = yaml.safe_load(SERVE.read_text())
+    raw.pop("search")
+    raw["traffic"]["num_requests"] = 300
+    scenario = tmp_path / "serve.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    args = _parser().parse_args(["report", str(scenario), "--seed", "7"])
+    assert args.seed == 7
+    docs = {seed: build_document(scenario, seed=seed) for seed in (None, 7)}
+    for seed, doc in docs.items():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["simulate", "serve", str(scenario), "--json"]
+                        + ([] if seed is None else ["--seed", str(seed)])) == 0
+        cli = json.loads(out.getvalue())
+        assert doc["simulation"]["ttft_s"] == pytest.approx(cli["ttft_s"]), seed
+        shown = {i["label"]: i["text"] for s in doc["sections"] for i in s["items"]}
+        assert shown["random seed"] == str(0 if seed is None else seed)
+    assert docs[7]["simulation"]["ttft_s"]["p99"] != docs[None]["simulation"]["ttft_s"]["p99"]
+    with pytest.raises(InputError, match="--seed: a training report draws nothing"):
+        build_document(TRAIN, seed=7)

@@ -89,9 +89,10 @@ def scenario_kind(raw: dict, origin: str) -> str:
                      fix="start from examples/train-*.yaml or examples/serve-*.yaml")
 
 
-def build_document(scenario_path: str | Path, progress=None) -> dict:
+def build_document(scenario_path: str | Path, progress=None, seed: int | None = None) -> dict:
     """Read a training or serving scenario, run the library's plan (and simulation), and
-    return the document; `progress(done, total)` follows the plan search."""
+    return the document; `progress(done, total)` follows the plan search. `seed` replaces
+    a serving scenario's `seed` (a training report draws nothing at random)."""
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
@@ -105,6 +106,10 @@ def build_document(scenario_path: str | Path, progress=None) -> dict:
         load_scenario(path)  # raises the located YAML error
     kind = scenario_kind(raw, path.name)
     if kind == "training":
+        if seed is not None:
+            raise InputError("--seed: a training report draws nothing at random",
+                             fix="drop --seed; the Monte-Carlo run of a training plan is "
+                                 "`infraplan simulate train SCENARIO --seed N`")
         from infraplan.report.document_train import training_document
         from infraplan.training.plan_train import plan_training
         from infraplan.workloads import TrainScenario, load_scenario
@@ -115,5 +120,5 @@ def build_document(scenario_path: str | Path, progress=None) -> dict:
     from infraplan.serving.scenario import ServeScenario
     from infraplan.workloads import load_scenario
 
-    scenario = load_scenario(path, ServeScenario)
+    scenario = load_scenario(path, ServeScenario, None if seed is None else {"seed": seed})
     return serving_document(scenario, base_dir=path.parent, progress=progress)

@@ -225,6 +225,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
              else f"{tr.num_requests:,}"),
         item("prompt length", None, _length(tr.input)),
         item("output length", None, _length(tr.output)),
+        item("random seed", scenario.seed, str(scenario.seed)),
         item("SLOs", scenario.slo.model_dump(), ", ".join(
             f"p99 {SLO_NAMES[k]} ≤ {ms(v)}"
             for k, v in scenario.slo.model_dump().items() if v is not None) or "none")])

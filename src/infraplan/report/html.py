@@ -196,12 +196,12 @@ def render_document(doc: dict) -> str:
 """
 
 
-def render_report(scenario_path: str | Path, progress=None) -> str:
+def render_report(scenario_path: str | Path, progress=None, seed: int | None = None) -> str:
     """The HTML report of a training or serving scenario file."""
     from infraplan.report.document import build_document
 
     plotly_js()  # fail on a missing plotly before the (long) planning run
-    return render_document(build_document(scenario_path, progress))
+    return render_document(build_document(scenario_path, progress, seed))
 
 
 def _umask() -> int:
@@ -269,7 +269,8 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_report(scenario_path: str | Path, out_path: str | Path, progress=None) -> Path:
+def write_report(scenario_path: str | Path, out_path: str | Path, progress=None,
+                 seed: int | None = None) -> Path:
     """Render the report and write it atomically; on any failure no file is left."""
     check_output(out_path)  # before the (long) planning run
-    return write_atomic(out_path, render_report(scenario_path, progress))
+    return write_atomic(out_path, render_report(scenario_path, progress, seed=seed))

@@ -28,6 +28,9 @@ def add_report(sub) -> None:
     p.add_argument("scenario", help="training or serving scenario YAML (see examples/)")
     p.add_argument("-o", "--output", default="report.html",
                    help="HTML file to write (default: report.html); written atomically")
+    from infraplan.cli import add_seed_flag  # loaded: it is what calls add_report
+
+    add_seed_flag(p, "seed (serving scenarios)")
     add_output_flags(p)
     p.set_defaults(run=run_report)
 
@@ -36,7 +39,7 @@ def run_report(args) -> int:
     from infraplan.report.html import write_report
 
     with progress(args, "planning") as tick:
-        path = write_report(args.scenario, args.output, progress=tick)
+        path = write_report(args.scenario, args.output, progress=tick, seed=args.seed)
     size = path.stat().st_size
     return emit(args, "report", {"output": str(path), "bytes": size},
                 lambda: f"wrote {path} ({size / 1e6:.1f} MB)",
