@@ -415,3 +415,26 @@ def test_a_file_whose_rows_all_fail_says_so_instead_of_printing_nan(tmp_path, ca
         out = capsys.readouterr().out
         assert "rows: 1, no row predicted, failed: 1" in out
         assert "nan" not in out.lower()
+
+
+# NVIDIA's quantization blog (TensorRT-LLM docs/source/blogs/quantization-in-TRT-LLM.md):
+# LLaMA-v2-7B on one H100 80GB, input 1024, output 128, TP 1; speedup over FP16 at batch 1
+# and 8. Tolerance 15 %: the serving median threshold. The model is fitted on none of it.
+QUANTIZATION_SPEEDUPS = {("fp8", 1): 1.51, ("fp8", 8): 1.40,
+                         ("int8", 1): 1.47, ("int8", 8): 1.32}
+
+
+def test_quantized_weights_speed_up_as_tensorrt_llm_published():
+    from infraplan.serving.validate import predict_row
+
+    def throughput(weight_dtype: str, batch: int) -> float:
+        row = dict(id=f"{weight_dtype}-b{batch}", model="llama-2-7b", gpu="h100-sxm5-80gb",
+                   num_gpus="1", tp="1", weight_dtype=weight_dtype, kv_dtype="fp16",
+                   input_len="1024", output_len="128", num_requests=str(batch),
+                   arrival="static_batch", rate_per_s="", batch=str(batch),
+                   metric="output_tok_s", value="1", engine="TensorRT-LLM")
+        return predict_row(row, ROOT).predicted
+
+    for (weight_dtype, batch), published in QUANTIZATION_SPEEDUPS.items():
+        speedup = throughput(weight_dtype, batch) / throughput("fp16", batch)
+        assert speedup == pytest.approx(published, rel=0.15), (weight_dtype, batch)
