@@ -12,7 +12,8 @@ import datetime as dt
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, field_validator,
+                      model_validator)
 
 from infraplan.errors import InputError
 from infraplan.units import parse_quantity
@@ -123,6 +124,25 @@ class System(Row):
     local_storage: str | None = Field(default=None, description="name of a storage row")
     max_nodes_per_pod: int | None = Field(default=None, ge=1,
                                           description="TPU slices: largest slice in nodes")
+    scale_up_domain_accelerators: int | None = Field(
+        default=None, ge=1, description="accelerators on one NVLink fabric when it spans "
+        "several nodes (GB200 NVL72: 72 over 18 trays of 4); empty: the node")
+
+    @model_validator(mode="after")
+    def _domain_holds_whole_nodes(self) -> System:
+        domain = self.scale_up_domain_accelerators
+        if domain is not None and (domain <= self.accelerators_per_node
+                                   or domain % self.accelerators_per_node):
+            raise ValueError(f"scale_up_domain_accelerators ({domain}) must be a multiple of "
+                             f"accelerators_per_node ({self.accelerators_per_node}) larger "
+                             "than it; leave it empty when the node is the whole domain")
+        return self
+
+    @property
+    def scale_up_accelerators(self) -> int:
+        """Accelerators a collective reaches without a NIC: the node, or the rack-scale
+        NVLink domain the node belongs to."""
+        return self.scale_up_domain_accelerators or self.accelerators_per_node
 
 
 class Network(Row):

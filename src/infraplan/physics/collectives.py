@@ -22,6 +22,8 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class Fabric:
+    # GPUs on one scale-up fabric: the node, or a rack-scale NVLink domain of several
+    # nodes (GB200 NVL72); "node" below means that domain
     gpus_per_node: int
     intra_bytes_per_s: float  # per GPU, per direction, bus efficiency applied
     inter_bytes_per_s: float  # NIC bandwidth per GPU, per direction, efficiency applied

@@ -187,7 +187,9 @@ def _fabric(gpu_name: str, system: System) -> Fabric:
         else "default-intra-node-bus-fraction"
     intra = _best_fraction(base_name, ("allreduce_intra_node",), intra_nominal,
                            use_bytes=True, pick=min) or calibration(default_intra)
-    g = c.system.accelerators_per_node
+    # a rack-scale NVLink domain (GB200 NVL72) is one "node" to the collectives: its GPUs
+    # reach each other over NVSwitch, and only traffic leaving the domain takes the NICs
+    g = c.system.scale_up_accelerators
     inter_nominal = min(intra_nominal, g * c.nic_bytes_per_s_per_gpu)
     inter = (None if network_swap else _best_fraction(
         base_name, ("allreduce_inter_node",), inter_nominal, use_bytes=True, pick=min)) \

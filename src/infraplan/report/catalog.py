@@ -53,7 +53,10 @@ def systems() -> tuple[list[str], list[list], list[dict]]:
     headers = ["name", "accelerators", "fabric", "GB/s/dir/GPU", "network", "NICs"]
     rows, data = [], []
     for s in load_catalog().systems:
-        rows.append([s.name, f"{s.accelerators_per_node} x {s.accelerator}",
+        # a rack-scale NVLink domain spans nodes: say how many GPUs share the fabric
+        domain = f" (NVLink domain {s.scale_up_domain_accelerators})" \
+            if s.scale_up_domain_accelerators else ""
+        rows.append([s.name, f"{s.accelerators_per_node} x {s.accelerator}{domain}",
                      s.intra_node_fabric,
                      f"{s.intra_node_bandwidth_bytes_per_s_per_direction / GIGA:.0f}",
                      s.network, s.nics_per_node])

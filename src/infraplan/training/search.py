@@ -268,8 +268,9 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
         deltas = {k: parts[k][n] - parts[k][0] for k in BREAKDOWN}
         worst = max(deltas, key=deltas.get)
         why = COMPONENT_LABELS[worst]
-        if knob == "tp" and _crosses_node(ev, float(ev.cols["tp"][j])):
-            why += f"; TP={shown} crosses the node boundary"
+        boundary = _boundary_crossed(ev, float(ev.cols["tp"][j])) if knob == "tp" else None
+        if boundary:
+            why += f"; TP={shown} crosses {boundary}"
         reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
                        f"(+{deltas[worst]:.3f} s per step)")
     return reasons
@@ -292,8 +293,14 @@ def _knob_column(ev: _Evaluated, knob: str) -> np.ndarray:
     return column
 
 
-def _crosses_node(ev: _Evaluated, tp: float) -> bool:
-    return tp > hardware.cluster(ev.gpu).system.accelerators_per_node
+def _boundary_crossed(ev: _Evaluated, tp: float) -> str | None:
+    """What a TP group of `tp` ranks leaves: the node, or a rack's NVLink domain."""
+    system = hardware.cluster(ev.gpu, ev.system).system
+    if tp <= system.scale_up_accelerators:
+        return None
+    if system.scale_up_domain_accelerators:
+        return f"the {system.scale_up_accelerators}-GPU NVLink domain"
+    return "the node boundary"
 
 
 def _knob_value(knob, value):
