@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infraplan.catalog import DATA_DIR, accelerator, load_catalog
-from infraplan.catalog.schema import Accelerator
+from infraplan.catalog.schema import Accelerator, System
 from infraplan.catalog.table import load_table
 from infraplan.economics.offers import load_offers
 from infraplan.errors import InputError, UnknownNameError
@@ -117,6 +117,22 @@ def test_every_accelerator_has_a_node_to_run_in():
     assert missing == []
     nvl = CATALOG.system_for("h100-nvl")
     assert (nvl.accelerators_per_node, nvl.intra_node_fabric) == (2, "nvlink-bridge")
+
+
+@pytest.mark.parametrize("domain", [4, 70, 2])
+def test_an_nvlink_domain_must_hold_whole_nodes(tmp_path, domain):
+    """A rack-scale NVLink domain is a whole number of nodes, more than one; the error names
+    the file, the row and the field."""
+    rows = [r for r in yaml.safe_load((DATA_DIR / "systems.yaml").read_text())
+            if r["name"] == "dgx-gb200-nvl72"]
+    assert rows[0]["scale_up_domain_accelerators"] == 72
+    rows[0]["scale_up_domain_accelerators"] = domain
+    bad = tmp_path / "systems.yaml"
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"systems.yaml: system 'dgx-gb200-nvl72'.*"
+                                         rf"scale_up_domain_accelerators \({domain}\) must be a "
+                                         r"multiple of accelerators_per_node \(4\)"):
+        load_table(bad, System, "system")
 
 
 def test_validation_models_resolve_from_the_csv_folder():

@@ -147,6 +147,35 @@ def test_group_limited_routing_crosses_the_network_once_per_destination_node():
     assert plain == pytest.approx(passes * (56 / 64 * size / 20e9 + 63 * 10e-6))
 
 
+def test_a_rack_scale_nvlink_domain_keeps_tensor_parallel_traffic_off_the_nics():
+    """GB200 NVL72: nodes (trays) of 4 GPUs, one NVLink domain of 72. A TP=16 group stays on
+    NVLink there; on the same trays without the rack's NVLink it crosses the NICs."""
+    from infraplan.physics import hardware
+
+    rack = hardware.cluster("gb200", "dgx-gb200-nvl72")
+    assert (rack.system.accelerators_per_node, rack.system.scale_up_accelerators) == (4, 72)
+    assert rack.nic_bytes_per_s_per_gpu == pytest.approx(50e9)  # one 400 Gb/s NIC per GPU
+    fab = hardware.fabric(rack)
+    assert fab.gpus_per_node == 72
+    # the ring figure measured on one tray (679.61 GB/s) holds for the whole domain
+    assert coll.bus_bandwidth(coll.group(16, 1, fab), fab) == pytest.approx(679.61e9)
+    # a DP group of two racks, one rank per TP=72 block: one NIC per rank
+    dp = coll.group(2, 72, fab)
+    assert dp.per_node == 1 and coll.bus_bandwidth(dp, fab) == pytest.approx(
+        fab.inter_bytes_per_s)
+
+    trays = rack.system.model_copy(update={"name": "gb200-trays-without-nvlink-domain",
+                                           "scale_up_domain_accelerators": None})
+    arch = load_model("llama-3.1-70b")
+    job = TrainingJob(seq_len=8192, global_batch=64)
+    plan = ParallelPlan(tp=16, dp=4, recompute="full")
+    in_rack = evaluate_plan(arch, "gb200", job, plan, system="dgx-gb200-nvl72")
+    across = evaluate_plan(arch, "gb200", job, plan, system=trays)
+    # 4 GPUs per tray share 4 NICs (4 x 45 GB/s) against NVLink's 679.61 GB/s: 3.8x the time
+    assert across.breakdown_s["tp_comm"] > 3.5 * in_rack.breakdown_s["tp_comm"] > 0
+    assert across.step_s > in_rack.step_s
+
+
 def test_context_parallel_divides_compute_and_adds_ring_traffic():
     arch = load_model("llama-3.1-8b")
     job = TrainingJob(seq_len=65536, global_batch=8)
