@@ -34,7 +34,11 @@ def test_readme_quotes_the_development_set_as_measured(dev_report):
                                           ("vLLM (ROCm)", "vllm"), ("SGLang 0.4", "sglang"),
                                           ("LMDeploy TurboMind (Aug 2023)", "lmdeploy"),
                                           ("TurboMind", "lmdeploy"), ("TGI 2.0", "vllm"),
-                                          ("", "vllm")])
+                                          ("Triton + TRT-LLM 24.08", "tensorrt-llm"),
+                                          ("NVIDIA NIM 1.2 (TensorRT-LLM)", "tensorrt-llm"),
+                                          ("vLLM-v1 0.9.2", "vllm"),
+                                          ("SGLang vs vLLM", "sglang"),
+                                          ("xsglang", "vllm"), ("", "vllm")])
 def test_engine_names_in_rows(text, engine):
     assert engine_for_row(text) == engine
 
@@ -43,6 +47,8 @@ def test_engine_names_in_rows(text, engine):
     ("TensorRT-LLM 0.8.0", "0.8.0"), ("TensorRT-LLM 1.0 (PyTorch backend)", "1.0"),
     ("vLLM 0.10.0 (ROCm)", "0.10.0"), ("TensorRT-LLM 0.7a", "0.7a"),
     ("TensorRT-LLM 1.0rc2 (PyTorch)", "1.0rc2"), ("TensorRT-LLM", None), ("", None), (None, None),
+    ("NVIDIA NIM 1.2 (TensorRT-LLM)", None), ("Triton 24.08 + TensorRT-LLM 0.12.0", "0.12.0"),
+    ("TGI 2.0.4", None),
 ])
 def test_engine_release_is_read_from_the_row(text, version):
     assert engine_version_for_row(text) == version

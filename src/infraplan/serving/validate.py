@@ -85,33 +85,50 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
 FALLBACK_ENGINE = "vllm"
 
 
-def _catalog_engine_named(text: str | None) -> str | None:
+def _engine_mention(text: str | None) -> tuple[str, int] | None:
+    """The catalog engine named first in a row's free text, and where its name ends there.
+    A name counts as a whole word anywhere ('Triton + TRT-LLM 24.08' is TensorRT-LLM); at
+    one position the longest alias wins ('vllm-v1' over 'vllm')."""
     key = re.sub(r"[\s_]+", "-", (text or "").strip().lower())
+    found: list[tuple[int, int, str]] = []
     for engine in load_catalog().engines:
-        for name in sorted((engine.name, *engine.aliases), key=len, reverse=True):
-            if key.startswith(name.lower().replace("_", "-")):
-                return engine.name
-    return None
+        for name in (engine.name, *engine.aliases):
+            pattern = rf"(?<![a-z0-9]){re.escape(name.lower().replace('_', '-'))}(?![a-z0-9])"
+            hit = re.search(pattern, key)
+            if hit:
+                found.append((hit.start(), -len(hit.group()), engine.name))
+    if not found:
+        return None
+    start, minus_length, engine_name = min(found)
+    return engine_name, start - minus_length
 
 
 def _stand_in(text: str | None) -> str:
     """'' when the row's engine is a catalog one; else what FALLBACK_ENGINE stands in for."""
-    if _catalog_engine_named(text) is not None:
+    if _engine_mention(text) is not None:
         return ""
     return f"stand-in for {text.strip()!r}" if text and text.strip() else "no engine given"
 
 
 def engine_for_row(text: str | None) -> str:
     """The catalog engine a row's free-text engine names ('TensorRT-LLM 0.13.0', 'vLLM
-    (ROCm)'): the first catalog name or alias the text starts with; vLLM's defaults for an
-    engine the catalog does not hold (the row's plan says it stood in)."""
-    return _catalog_engine_named(text) or FALLBACK_ENGINE
+    (ROCm)', 'Triton + TRT-LLM'); vLLM's defaults for an engine the catalog does not hold
+    (the row's plan says it stood in)."""
+    mention = _engine_mention(text)
+    return mention[0] if mention else FALLBACK_ENGINE
 
 
 def engine_version_for_row(text: str | None) -> str | None:
     """The release a row's engine text names ('TensorRT-LLM 0.8.0' -> '0.8.0', a pre-release
-    build 'TensorRT-LLM 0.7a' -> '0.7a'); None (the newest) when it names none."""
-    found = re.search(rf"\b\d+\.\d+(?:\.\d+)*(?:{PRERELEASE_TAG})?\b", text or "")
+    build 'TensorRT-LLM 0.7a' -> '0.7a'); None (the newest) when it names none. Only a number
+    after the catalog engine's name counts: 'NIM 1.2 (TensorRT-LLM)' names no TensorRT-LLM
+    release, and 'TGI 2.0' none of the engine that stands in for it."""
+    mention = _engine_mention(text)
+    if mention is None:
+        return None
+    # the key _engine_mention searched has the same length and positions as this text
+    tail = re.sub(r"[\s_]+", "-", (text or "").strip())[mention[1]:]
+    found = re.search(rf"\b\d+\.\d+(?:\.\d+)*(?:{PRERELEASE_TAG})?\b", tail)
     return found.group() if found else None
 
 
