@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,9 +120,44 @@ def _check_width(row: dict, width: int) -> None:
 
 def _number(text) -> float:
     try:
-        return float(text)
-    except (TypeError, ValueError):
+        return cell_number(text)
+    except (AttributeError, ValueError):
         return float("nan")
+
+
+# Published tables write counts as "184,320" or "2T"; SI multipliers, never binary ones
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_GROUPED = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+_SUFFIXED = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([kmbgt])", re.I)
+
+
+def cell_number(text: str) -> float:
+    """A cell's number: plain ('2e12'), grouped by thousands ('184,320') or with an SI
+    suffix ('2T', '1.4 B'); ValueError otherwise. '1,5' is not a grouping: never guessed."""
+    text = text.strip()
+    if _GROUPED.fullmatch(text):
+        text = text.replace(",", "")
+    suffixed = _SUFFIXED.fullmatch(text)
+    if suffixed:
+        return float(suffixed.group(1)) * _SUFFIX[suffixed.group(2).lower()]
+    return float(text)
+
+
+def row_word(row: dict, key: str, default: str = "") -> str:
+    """A cell that names a choice (precision, recompute, arrival...), case folded."""
+    return (row.get(key) or "").strip().lower() or default
+
+
+def row_flag(row: dict, key: str) -> bool | None:
+    """A true/false cell (also yes/no, 1/0); None when empty."""
+    text = row_word(row, key)
+    if not text:
+        return None
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise InputError(f"row {row.get('id')!r}: {key} must be true or false, got {text!r}")
 
 
 def row_int(row: dict, key: str, *, required: bool = False, low: int | None = None,
@@ -135,7 +171,7 @@ def row_int(row: dict, key: str, *, required: bool = False, low: int | None = No
             raise InputError(f"row {row.get('id')!r}: {key} is required and must be >= {low}")
         return None
     try:
-        number = float(text)
+        number = cell_number(text)
         value = int(number)
     except (ValueError, OverflowError):  # 'abc', 'nan', 'inf'
         raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
@@ -156,7 +192,7 @@ def row_float(row: dict, key: str, *, required: bool = False) -> float | None:
                              fix=f"give the published {key} as a number > 0")
         return None
     try:
-        value = float(text)
+        value = cell_number(text)
     except ValueError:
         raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
     if not math.isfinite(value) or value <= 0:
@@ -168,7 +204,7 @@ def row_float(row: dict, key: str, *, required: bool = False) -> float | None:
 def row_metric(row: dict, metrics) -> str:
     """The row's `metric` cell, one of `metrics`; otherwise an error listing them and the
     close ones."""
-    metric = (row.get("metric") or "").strip()
+    metric = row_word(row, "metric")
     if metric not in metrics:
         close = close_matches(metric, metrics)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""

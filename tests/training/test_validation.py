@@ -99,6 +99,25 @@ def test_throughput_metrics_are_the_step_time_turned_around(tmp_path):
     assert "did you mean tokens_per_s" in failed.error
 
 
+def test_cells_written_as_published_tables_write_them_read_the_same(tmp_path):
+    """Case, yes/no flags, thousands separators and SI suffixes ('2T' tokens) are the same
+    cells; '1,5' is no grouping and stays an error rather than a guess."""
+    plain = {"precision": "fp16", "recompute": "full", "sequence_parallel": "false",
+             "metric": "gpu_hours", "tokens": "2000000000000", "value": "18432",
+             "global_batch": "512"}
+    styled = {"precision": "FP16", "recompute": "Full", "sequence_parallel": "no",
+              "metric": "GPU_Hours", "tokens": "2T", "value": "18,432",
+              "global_batch": "0.512k"}
+    (expected,) = validate_training(_row_csv(tmp_path, **plain)).rows
+    (row,) = validate_training(_row_csv(tmp_path, **styled)).rows
+    assert expected.predicted is not None and row.predicted == expected.predicted
+    assert row.published == expected.published == 18432
+    (failed,) = validate_training(_row_csv(tmp_path, value="1,5")).failed
+    assert "value='1,5' is not a number" in failed.error
+    (failed,) = validate_training(_row_csv(tmp_path, sequence_parallel="maybe")).failed
+    assert "sequence_parallel must be true or false, got 'maybe'" in failed.error
+
+
 @pytest.mark.parametrize("cells, reason", [
     ({"value": ""}, "value is empty"),
     ({"value": "abc"}, "value='abc' is not a number"),

@@ -22,7 +22,7 @@ from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
-                                  row_metric, validate_file)
+                                  row_metric, row_word, validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
@@ -66,7 +66,7 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
     """The row's requests: fixed lengths, all at t = 0 or a Poisson stream at its rate."""
     n = row_int(row, "num_requests", required=True)
     inp, out = (row_int(row, key, required=True) for key in ("input_len", "output_len"))
-    arrival = (row.get("arrival") or "").strip()
+    arrival = row_word(row, "arrival")
     if arrival not in ARRIVALS:
         raise InputError(f"row {row['id']!r}: arrival must be one of {', '.join(ARRIVALS)}")
     if arrival == "poisson":
@@ -138,14 +138,14 @@ def deployment_for_row(row: dict) -> Deployment:
     gpus = row_int(row, "num_gpus", low=1) or tp
     if gpus % tp:
         raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}")
-    arrival = (row.get("arrival") or "").strip()
+    arrival = row_word(row, "arrival")
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
     # model_validate: a bad cell fails its row with the field named, not a traceback
     return Deployment.model_validate(dict(
         model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
-        weight_dtype=(row.get("weight_dtype") or "bf16").strip(),
-        kv_dtype=(row.get("kv_dtype") or "").strip() or None, engine=engine.name,
+        weight_dtype=row_word(row, "weight_dtype", "bf16"),
+        kv_dtype=row_word(row, "kv_dtype") or None, engine=engine.name,
         engine_version=engine_version_for_row(row.get("engine")),
         batching="static" if static else "continuous",
         batch_size=row_int(row, "batch", required=True) if static else None,

@@ -16,8 +16,8 @@ from infraplan.training.evaluate import TrainingJob
 from infraplan.training.memory import check_precision
 from infraplan.training.search import search
 from infraplan.training.space import Knobs, VIRTUAL_STAGES
-from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
-                                  row_metric, validate_file)
+from infraplan.validation import (RowResult, ValidationReport, row_flag, row_float,
+                                  row_int, row_metric, row_word, validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
            "recompute", "sequence_parallel", "micro_batch", "global_batch", "seq_len",
@@ -33,12 +33,10 @@ def _pinned(value, default):
 
 
 def knobs_for_row(row: dict) -> Knobs:
-    recompute = (row.get("recompute") or "").strip()
+    recompute = row_word(row, "recompute")
     if recompute and recompute not in RECOMPUTE:
         raise InputError(f"row {row['id']!r}: recompute must be one of {', '.join(RECOMPUTE)}")
-    sp = (row.get("sequence_parallel") or "").strip().lower()
-    if sp and sp not in ("true", "false"):
-        raise InputError(f"row {row['id']!r}: sequence_parallel must be true or false")
+    sp = row_flag(row, "sequence_parallel")
     base = Knobs(gpus=(row_int(row, "num_gpus", required=True),))
     degree = {key: row_int(row, key, low=1) for key in ("tp", "pp", "cp", "ep", "dp",
                                                           "micro_batch")}
@@ -49,7 +47,7 @@ def knobs_for_row(row: dict) -> Knobs:
         zero=_pinned(row_int(row, "zero", high=3), base.zero),
         micro_batch=_pinned(degree["micro_batch"], base.micro_batch),
         recompute=(recompute_code(recompute),) if recompute else base.recompute,
-        sequence_parallel=(int(sp == "true"),) if sp else base.sequence_parallel,
+        sequence_parallel=base.sequence_parallel if sp is None else (int(sp),),
         vp=VIRTUAL_STAGES)
 
 
@@ -61,7 +59,7 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     if metric == "gpu_hours" and tokens is None:
         raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
     try:
-        precision = check_precision((row.get("precision") or "bf16").strip())
+        precision = check_precision(row_word(row, "precision", "bf16"))
     except InputError as exc:
         raise InputError(f"row {row['id']!r}: {exc.message}") from None
     job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
