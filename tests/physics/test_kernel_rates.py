@@ -21,6 +21,11 @@ TWINS = [
     # the 40GB's HBM2 (1,555 GB/s) has no measurement: the default streaming fraction
     ("a100-sxm4-40gb", "a100-sxm4-80gb", 1555e9 * calibration("default-memory-fraction"),
      1.70e12),
+    # export parts: the H800 is an H100 SXM5 with NVLink and FP64 cut (FlashMLA streams
+    # 3000 GB/s on it), the A800 an A100 with NVLink cut (no HBM measurement of its own)
+    ("h800-sxm5-80gb", "h100-sxm5-80gb", 3.0e12, 2.97e12),
+    ("a800-sxm4-80gb", "a100-sxm4-80gb", 2039e9 * calibration("default-memory-fraction"),
+     1.70e12),
 ]
 
 
@@ -105,6 +110,32 @@ def test_a_twin_with_other_peaks_is_refused():
     fake = dataclasses.replace(catalog, accelerators=Table("accelerators", rows))
     with pytest.raises(InputError, match="compute twin"):
         fake.check_references()
+
+
+def test_a_twin_may_differ_in_fp64_alone():
+    """The H800's FP64 is cut to about 1 TFLOP/s; its tensor peaks are the H100's."""
+    catalog = load_catalog()
+    h800, h100 = (catalog.accelerators.get(n) for n in ("h800", "h100"))
+    assert h800.compute_twin == h100.name
+    assert h800.peak_flops["fp64"] < h100.peak_flops["fp64"] / 50
+    catalog.check_references()
+    bf16 = dict(h800.peak_flops, bf16=h100.peak_flops["bf16"] * 0.9)
+    broken = h800.model_copy(update={"peak_flops": bf16})
+    rows = [broken if row.name == broken.name else row for row in catalog.accelerators]
+    fake = dataclasses.replace(catalog, accelerators=Table("accelerators", rows))
+    with pytest.raises(InputError, match="compute twin"):
+        fake.check_references()
+
+
+def test_export_nodes_run_collectives_on_their_cut_nvlink():
+    """HGX H800 and HGX A800 carry 400 GB/s of NVLink both ways per GPU, not 900 / 600:
+    without an NCCL measurement of their own, 200 GB/s each way at the default bus share."""
+    share = calibration("default-intra-node-bus-fraction")
+    for gpu in ("h800", "a800"):
+        fab = hardware.fabric(hardware.cluster(gpu))
+        assert fab.gpus_per_node == 8
+        assert fab.intra_bytes_per_s == pytest.approx(200e9 * share)
+    assert hardware.fabric(hardware.cluster("h100")).intra_bytes_per_s > 1.8 * 200e9 * share
 
 
 def test_attention_backward_runs_at_its_own_rate_or_the_forwards():

@@ -20,6 +20,10 @@ DATA_DIR = Path(__file__).parent / "data"
 MODELS_DIR = DATA_DIR / "models"
 
 
+def _kernel_peaks(gpu: Accelerator) -> dict:
+    return {dtype: peak for dtype, peak in gpu.peak_flops.items() if dtype != "fp64"}
+
+
 @dataclass(frozen=True)
 class Catalog:
     accelerators: Table[Accelerator]
@@ -35,7 +39,8 @@ class Catalog:
 
     def check_references(self) -> None:
         """Every name a row points at exists (a system's GPU, network, local storage) and a
-        compute twin has the same peaks."""
+        compute twin has the same SM count and peaks. FP64 may differ (the H800 is an H100
+        with FP64 cut): no modelled kernel runs in it."""
         for system in self.systems:
             self.accelerators.get(system.accelerator)
             self.networks.get(system.network)
@@ -44,10 +49,12 @@ class Catalog:
         for gpu in self.accelerators:
             if gpu.compute_twin:
                 twin = self.accelerators.get(gpu.compute_twin)
-                if (twin.peak_flops, twin.compute_units) != (gpu.peak_flops, gpu.compute_units):
+                if (_kernel_peaks(twin), twin.compute_units) != (_kernel_peaks(gpu),
+                                                                  gpu.compute_units):
                     raise InputError(f"accelerators.yaml: {gpu.name!r} names {twin.name!r} as "
                                      "its compute twin, but their peak FLOP/s or SM counts "
-                                     "differ", fix="remove compute_twin or fix the peaks")
+                                     "differ (FP64 aside)",
+                                     fix="remove compute_twin or fix the peaks")
         for m in self.measurements:
             if m.target not in self.accelerators and m.target not in self.systems:
                 raise InputError(f"measurements.yaml: {m.name!r} targets unknown {m.target!r}")
