@@ -63,7 +63,7 @@ class Link(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5",
-                  "infinity-fabric", "ici", "none"]
+                  "pcie6", "infinity-fabric", "ici", "none"]
     bandwidth_bytes_per_s_per_direction: BytesPerS | None = Field(
         default=None, description="per GPU, one direction (vendor bidirectional figure / 2)")
     quoted: str = Field(default="", description="the figure as the vendor quotes it")

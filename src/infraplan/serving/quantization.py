@@ -89,7 +89,9 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
     if dtype == "int4":
         return WeightFormat("int4", 0.5 + SCALE_BYTES / INT4_GROUP_SIZE, activation_dtype)
     if dtype in _TENSOR_CORE_FORMAT_BYTES:
-        native = dtype in gpu.peak_flops
+        # a tensor path slower than 16-bit math (Blackwell Ultra's INT8, cut to 0.15 POP/s)
+        # is not taken: the weights are dequantised into the 16-bit GEMM instead
+        native = gpu.peak_flops.get(dtype, 0.0) >= gpu.peak_flops_for(activation_dtype)
         return WeightFormat(dtype, _TENSOR_CORE_FORMAT_BYTES[dtype],
                             dtype if native else activation_dtype)
     raise InputError(f"weight_dtype {name!r} is not a serving weight format",
