@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from infraplan.catalog import load_catalog
@@ -85,10 +86,11 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
 FALLBACK_ENGINE = "vllm"
 
 
-def _engine_mention(text: str | None) -> tuple[str, int] | None:
-    """The catalog engine named first in a row's free text, and where its name ends there.
-    A name counts as a whole word anywhere ('Triton + TRT-LLM 24.08' is TensorRT-LLM); at
-    one position the longest alias wins ('vllm-v1' over 'vllm')."""
+@lru_cache(maxsize=256)
+def _engine_mention(text: str | None) -> tuple[str, str] | None:
+    """The catalog engine named first in a row's free text, and the (normalised) text after
+    its name. A name counts as a whole word anywhere ('Triton + TRT-LLM 24.08' is
+    TensorRT-LLM); at one position the longest alias wins ('vllm-v1' over 'vllm')."""
     key = re.sub(r"[\s_]+", "-", (text or "").strip().lower())
     found: list[tuple[int, int, str]] = []
     for engine in load_catalog().engines:
@@ -100,7 +102,7 @@ def _engine_mention(text: str | None) -> tuple[str, int] | None:
     if not found:
         return None
     start, minus_length, engine_name = min(found)
-    return engine_name, start - minus_length
+    return engine_name, key[start - minus_length:]
 
 
 def _stand_in(text: str | None) -> str:
@@ -126,9 +128,7 @@ def engine_version_for_row(text: str | None) -> str | None:
     mention = _engine_mention(text)
     if mention is None:
         return None
-    # the key _engine_mention searched has the same length and positions as this text
-    tail = re.sub(r"[\s_]+", "-", (text or "").strip())[mention[1]:]
-    found = re.search(rf"\b\d+\.\d+(?:\.\d+)*(?:{PRERELEASE_TAG})?\b", tail)
+    found = re.search(rf"\b\d+\.\d+(?:\.\d+)*(?:{PRERELEASE_TAG})?\b", mention[1])
     return found.group() if found else None
 
 
