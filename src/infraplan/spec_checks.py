@@ -146,9 +146,10 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
 
 
 def _literal_choices(annotation: Any) -> list[str]:
-    """The values of a Literal annotation, looked for inside `Literal[...] | None` too."""
+    """The values of a Literal annotation, looked for inside `Literal[...] | None` too;
+    booleans as YAML writes them."""
     if get_origin(annotation) is Literal:
-        return [str(c) for c in get_args(annotation)]
+        return [str(c).lower() if isinstance(c, bool) else str(c) for c in get_args(annotation)]
     return [c for arg in get_args(annotation) for c in _literal_choices(arg)]
 
 

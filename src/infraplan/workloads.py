@@ -276,6 +276,10 @@ class Pins(_Spec):
     recompute: Literal["none", "selective", "full", "auto"] | None = None
     sequence_parallel: bool | None = None
     tp_comm_overlap: bool | None = None
+    ep_comm_overlap: Literal[True, False, "auto"] | None = Field(
+        default=None, description="MoE all-to-alls beside another micro-batch's compute "
+        "(Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe): true, false (the "
+        "default: a stack without it) or auto (search both)")
 
     @model_validator(mode="after")
     def _sequence_parallel_needs_tp(self):

@@ -64,6 +64,15 @@ def test_first_stage_holds_the_interleaving_factor(p, v):
     assert inflight_layer_units(0, p, 1, num_microbatches=1000, layers_on_rank=L / p) == L
     # fewer micro-batches than stages: only those are in flight
     assert inflight_layer_units(0, p, 1, num_microbatches=2, layers_on_rank=L / p) == 2 * L / p
+    # all-to-all overlap: one more warm-up chunk (schedules.py adds 1 to the warm-up count)
+    extra = inflight_layer_units(0, p, v, num_microbatches=1000, layers_on_rank=L / p, extra=1)
+    assert extra - units == pytest.approx(L / (p * v))
+
+
+def test_without_a_pipeline_the_all_to_all_overlap_keeps_two_micro_batches_alive():
+    assert inflight_layer_units(0, 1, 1, num_microbatches=8, layers_on_rank=32) == 32
+    assert inflight_layer_units(0, 1, 1, num_microbatches=8, layers_on_rank=32, extra=1) == 64
+    assert inflight_layer_units(0, 1, 1, num_microbatches=1, layers_on_rank=32, extra=1) == 32
 
 
 def test_pipeline_ranks_hold_every_layer_once():

@@ -87,3 +87,43 @@ def test_memory_capacity_and_it_energy_are_named_as_checked():
     assert data["economics"]["energy_kwh"] > data["it_energy_kwh"]  # + host, x PUE
     assert data["it_energy_kwh"] == pytest.approx(
         best.time_to_train_s * 8 * accelerator("h100").tdp_watts / 3.6e6)
+
+
+def test_expert_all_to_all_overlap_is_asked_for_not_assumed():
+    """The all-to-all overlap needs Megatron-Core >= 0.14 (or DualPipe) and rules out full
+    recompute: a scenario that says nothing plans without it, `auto` searches both, `true`
+    keeps only plans that can run it, and a dense model cannot ask for it."""
+    def scenario(model, pin):
+        return TrainScenario.model_validate({
+            "model": model, "top": 50, "pin": pin,
+            "hardware": {"gpus": ["h100"], "counts": [16]},
+            "training": {"tokens": 1e10, "global_batch": 128, "seq_len": 4096}})
+
+    def plans(pin):
+        return plan_training(scenario("mixtral-8x7b", pin)).best
+
+    assert not any(p.plan.ep_comm_overlap for p in plans({}))
+    on = plans({"ep_comm_overlap": True})
+    assert on and all(p.plan.ep_comm_overlap and p.plan.ep > 1 and p.plan.recompute != "full"
+                      and (p.plan.pp == 1 or p.plan.vp > 1) for p in on)
+    both = plans({"ep_comm_overlap": "auto"})
+    assert {p.plan.ep_comm_overlap for p in both} == {True, False}
+    assert both[0].step_s <= min(p.step_s for p in on)
+    with pytest.raises(InputError, match="has no experts"):
+        plan_training(scenario("mistral-7b", {"ep_comm_overlap": True}))
+
+
+
+def test_a_misspelt_all_to_all_overlap_names_yaml_spellings(tmp_path, capsys):
+    import yaml
+
+    from infraplan.cli import main
+
+    path = tmp_path / "moe.yaml"
+    path.write_text(yaml.safe_dump({
+        "model": "mixtral-8x7b", "pin": {"ep_comm_overlap": "sometimes"},
+        "hardware": {"gpus": ["h100"], "counts": [16]},
+        "training": {"tokens": 1e10, "global_batch": 128, "seq_len": 4096}}))
+    assert main(["plan", "train", str(path)]) == 2
+    assert "pin.ep_comm_overlap must be one of 'true', 'false', 'auto' (got 'sometimes')" \
+        in capsys.readouterr().err

@@ -109,7 +109,8 @@ def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
                  compute_units=None, kernel_overhead_s=0.0)
     one = np.ones(1)
     p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, vp=one, zero=0 * one, sp=0 * one,
-                   mb=2 * one, recompute=0 * one, microbatches=one, tp_overlap=0 * one)
+                   mb=2 * one, recompute=0 * one, microbatches=one, tp_overlap=0 * one,
+                   ep_overlap=0 * one)
     kw = dict(seq_len=4096, kernels="fused", moe_layer=False)
     bf, fp8 = layer_time(arch, dev, FABRIC, p, **kw), layer_time(arch, dev, FABRIC, p,
                                                                 fp8=True, **kw)
@@ -137,7 +138,8 @@ def test_group_limited_routing_crosses_the_network_once_per_destination_node():
                  compute_units=None, kernel_overhead_s=0.0)
     one = np.ones(1)
     p = PlanArrays(tp=one, pp=one, dp=64 * one, cp=one, ep=64 * one, vp=one, zero=0 * one,
-                   sp=0 * one, mb=one, recompute=0 * one, microbatches=one, tp_overlap=0 * one)
+                   sp=0 * one, mb=one, recompute=0 * one, microbatches=one, tp_overlap=0 * one,
+                   ep_overlap=0 * one)
     kw = dict(seq_len=4096, kernels="fused", moe_layer=True)
     size = 4096 * 8 * arch.hidden_size * 2.0
     passes = 2 * 2  # dispatch + combine, forward + backward
@@ -354,3 +356,45 @@ def test_a_windowed_model_on_long_sequences_stays_below_100_percent_mfu():
         r = evaluate_plan(arch, "h100", job, ParallelPlan(tp=8, cp=8, zero=1,
                                                           recompute=recompute))
         assert 0 < r.mfu <= r.hfu < 1
+
+
+def test_expert_all_to_all_overlap_hides_all_but_the_unpaired_passes():
+    """Mixtral 8x7B on 16 H100s, EP 8, no pipeline, 8 micro-batches: Megatron-Core's
+    combined 1F1B leaves the first forward's and the last backward's all-to-alls (one
+    micro-batch's worth, 1/m of the step's) exposed, and hides the other pairs' behind
+    compute at the overlap-interference share. Hidden + exposed is the plain plan's."""
+    from infraplan.physics.hardware import calibration
+
+    arch = load_model("mixtral-8x7b")
+    job = TrainingJob(seq_len=4096, global_batch=128)
+    plain = ParallelPlan(tp=1, pp=1, dp=16, ep=8, micro_batch=1)
+    off = evaluate_plan(arch, "h100", job, plain)
+    on = evaluate_plan(arch, "h100", job, replace(plain, ep_comm_overlap=True))
+    total, m = off.breakdown_s["ep_comm"], 8
+    assert total > 0 and "ep_comm" not in off.hidden_s
+    compute = on.breakdown_s["compute"] / m
+    assert total / m < compute  # each pair's all-to-alls fit behind its compute
+    share = calibration("overlap-interference")
+    assert on.breakdown_s["ep_comm"] == pytest.approx(total / m + (m - 1) / m * share * total)
+    assert on.breakdown_s["ep_comm"] + on.hidden_s["ep_comm"] == pytest.approx(total)
+    assert on.step_s < off.step_s
+    # one more micro-batch of activations in flight
+    assert on.memory_bytes > off.memory_bytes
+    assert "EP-overlap" in on.describe()
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(ep=1, dp=16), "needs ep > 1"),
+    (dict(pp=2, dp=8, vp=1), "interleaved schedule"),
+    (dict(recompute="full"), "full recomputation"),
+])
+def test_expert_all_to_all_overlap_refuses_what_megatron_core_refuses(change, words):
+    from infraplan.errors import PlanError
+    from infraplan.training.plan import check_plan
+
+    arch = load_model("mixtral-8x7b")
+    plan = replace(ParallelPlan(tp=1, pp=1, dp=16, ep=8, micro_batch=1, ep_comm_overlap=True),
+                   **change)
+    with pytest.raises(PlanError, match=words):
+        check_plan(arch, plan, seq_len=4096, global_batch=128)
+    check_plan(arch, replace(plan, ep_comm_overlap=False), seq_len=4096, global_batch=128)

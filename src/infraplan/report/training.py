@@ -13,7 +13,8 @@ COMPONENTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP com
 HIDDEN = {"tp_comm": "TP comm behind GEMMs", "cp_comm": "ring attention behind attention",
           "pp_p2p": "PP send/recv behind the next chunk",
           "dp_comm": "DP sync behind backward / forward",
-          "zero3_comm": "ZeRO-3 gathers behind layer compute"}
+          "zero3_comm": "ZeRO-3 gathers behind layer compute",
+          "ep_comm": "expert all-to-all behind another micro-batch"}
 
 
 def _days(seconds):

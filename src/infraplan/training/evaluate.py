@@ -71,11 +71,12 @@ def plan_arrays(*, global_batch: int, **columns) -> PlanArrays:
     """PlanArrays from equal-length knob columns (recompute given as codes); each plan's
     micro-batches per step follow from the global batch, dp and the micro-batch size."""
     columns.setdefault("tp_overlap", 0.0)
+    columns.setdefault("ep_overlap", 0.0)
     columns["microbatches"] = global_batch / (np.asarray(columns["dp"], dtype=float)
                                               * np.asarray(columns["mb"], dtype=float))
     arrays = np.broadcast_arrays(*(np.asarray(columns[k], dtype=float) for k in (
         "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches",
-        "tp_overlap")))
+        "tp_overlap", "ep_overlap")))
     return PlanArrays(*arrays)
 
 
@@ -96,7 +97,7 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
         return training_memory_arrays(
             arch, job.memory_options(), tp=sub.tp, pp=sub.pp, dp=sub.dp, cp=sub.cp,
             ep=sub.ep, zero=sub.zero, vp=sub.vp, sequence_parallel=sub.sp, micro_batch=sub.mb,
-            num_microbatches=sub.microbatches, recompute=code)["total"]
+            num_microbatches=sub.microbatches, recompute=code, ep_overlap=sub.ep_overlap)["total"]
 
     selective, full = total(1.0), total(2.0)
     share = np.clip((selective - capacity_bytes) / np.maximum(selective - full, 1.0), 0, 1)
@@ -146,7 +147,7 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     memory = training_memory_arrays(
         arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, zero=p.zero,
         vp=p.vp, sequence_parallel=p.sp, micro_batch=p.mb, num_microbatches=p.microbatches,
-        recompute=p.recompute)
+        recompute=p.recompute, ep_overlap=p.ep_overlap)
     model_flops, _ = flops_per_step(arch, job.step_options())
     _, selective, full = recompute_weights(p.recompute)
     hw_flops = model_flops + full * (flops_per_step(arch, job.step_options(), "full")[1]
@@ -210,7 +211,8 @@ def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPla
     p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
                     zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,
                     recompute=plan.recompute_code, global_batch=job.global_batch,
-                    tp_overlap=float(plan.tp_comm_overlap))
+                    tp_overlap=float(plan.tp_comm_overlap),
+                    ep_overlap=float(plan.ep_comm_overlap))
     p = PlanArrays(*(np.atleast_1d(getattr(p, f)) for f in p.__dataclass_fields__))
     out = evaluate_plans(arch, gpu, job, p, system=system)
     scalar = {k: float(v[0]) for k, v in out.items()}

@@ -52,6 +52,7 @@ class PlanArrays:
     recompute: np.ndarray
     microbatches: np.ndarray
     tp_overlap: np.ndarray  # 1: TP collectives pipelined with the GEMMs (TE userbuffers)
+    ep_overlap: np.ndarray  # 1: MoE all-to-alls beside another micro-batch's compute
 
     def subset(self, mask) -> PlanArrays:
         return PlanArrays(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))

@@ -135,7 +135,7 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         zero=plan.zero, vp=plan.vp, sequence_parallel=plan.sequence_parallel,
         micro_batch=plan.micro_batch, num_microbatches=m,
-        recompute=plan.recompute_code)
+        recompute=plan.recompute_code, ep_overlap=float(plan.ep_comm_overlap))
     counts = param_counts(arch)
     value = {k: float(np.asarray(v)) for k, v in out.items()}
     return MemoryReport(

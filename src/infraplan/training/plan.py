@@ -31,6 +31,9 @@ class ParallelPlan:
     recompute: str = "none"
     recompute_fraction: float = 1.0  # with "full": share of each stage's layers recomputed
     tp_comm_overlap: bool = False  # TP all-gathers/reduce-scatters pipelined with GEMMs
+    # MoE all-to-alls of one micro-batch run beside another micro-batch's compute
+    # (Megatron-Core --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe)
+    ep_comm_overlap: bool = False
 
     @property
     def recompute_code(self) -> float:
@@ -51,6 +54,7 @@ class ParallelPlan:
         parts += [f"ZeRO-{self.zero}", f"mb={self.micro_batch}", f"recompute={recompute}"]
         parts += ["SP"] if self.sequence_parallel and self.tp > 1 else []
         parts += ["TP-overlap"] if self.tp_comm_overlap and self.tp > 1 else []
+        parts += ["EP-overlap"] if self.ep_comm_overlap else []
         return " ".join(parts)
 
 
@@ -131,6 +135,8 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         if (plan.dp * plan.cp) % plan.ep:
             raise PlanError(f"ep={plan.ep} must divide dp*cp = {plan.dp * plan.cp} (experts "
                             "are spread over data-parallel ranks)")
+    if plan.ep_comm_overlap:
+        _check_ep_overlap(plan)
     if global_batch is None:
         return plan.pp  # enough micro-batches to fill the pipeline
     per_step = plan.dp * plan.micro_batch
@@ -148,3 +154,18 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
                         f"global_batch / (dp*micro_batch) = {microbatches}, to be a multiple "
                         f"of pp={plan.pp}", fix="change micro_batch or global_batch, or use vp=1")
     return microbatches
+
+
+def _check_ep_overlap(plan: ParallelPlan) -> None:
+    """Megatron-Core's batch-level all-to-all overlap (TransformerConfig checks, v0.14):
+    it needs expert parallelism, the interleaved schedule when pp > 1 (its combined 1F1B
+    pairs chunk passes of different micro-batches), and no full recomputation."""
+    if plan.ep == 1:
+        raise PlanError("ep_comm_overlap hides expert all-to-alls: it needs ep > 1",
+                        fix="set ep > 1 or turn ep_comm_overlap off")
+    if plan.pp > 1 and plan.vp == 1:
+        raise PlanError("ep_comm_overlap with pp > 1 needs the interleaved schedule (vp > 1)",
+                        fix="set vp > 1, pp = 1, or turn ep_comm_overlap off")
+    if plan.recompute == "full":
+        raise PlanError("ep_comm_overlap cannot run with full recomputation",
+                        fix="use recompute none or selective, or turn ep_comm_overlap off")

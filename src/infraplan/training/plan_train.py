@@ -54,6 +54,8 @@ def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
                                   else int(pin.sequence_parallel), base.sequence_parallel),
         tp_overlap=_pinned(None if pin.tp_comm_overlap is None else int(pin.tp_comm_overlap),
                            base.tp_overlap),
+        ep_overlap=(0, 1) if pin.ep_comm_overlap == "auto" else _pinned(
+            None if pin.ep_comm_overlap is None else int(pin.ep_comm_overlap), base.ep_overlap),
         vp=_pinned(pin.vp, base.vp))
 
 
@@ -75,6 +77,9 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     """Search the scenario's plans; `arch` stands in for scenario.model (an uploaded
     config.json), `progress(done, total)` is told per accelerator type."""
     arch = arch or load_model(scenario.model)
+    if scenario.pin.ep_comm_overlap is True and not arch.is_moe:
+        raise InputError(f"pin.ep_comm_overlap overlaps expert all-to-alls, but {arch.name} "
+                         "has no experts", fix="remove pin.ep_comm_overlap")
     t = scenario.training
     job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,

@@ -22,14 +22,15 @@ from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
 
 KNOB_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute",
-                "tp_overlap")
+                "tp_overlap", "ep_overlap")
 # what ranking, limits, the frontier and the rejected-knob reasons read; the few plans
 # shown are evaluated again in full (evaluate_plan, _breakdown)
 KEPT_COLUMNS = frozenset({"fits", "step_s", "time_to_train_s", "gpu_hours", "gpus",
                           "memory_bytes", "capacity_bytes", "recompute"})
 KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp": "VP",
                "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
-               "sp": "sequence parallel", "tp_overlap": "TP comm overlap"}
+               "sp": "sequence parallel", "tp_overlap": "TP comm overlap",
+               "ep_overlap": "EP all-to-all overlap"}
 COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
                     "tp_comm": "tensor-parallel communication",
                     "cp_comm": "context-parallel communication",
@@ -100,6 +101,7 @@ def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
                         ep=int(c["ep"]), vp=int(c["vp"]), zero=int(c["zero"]),
                         sequence_parallel=bool(c["sp"]), micro_batch=int(c["mb"]),
                         tp_comm_overlap=bool(c["tp_overlap"]),
+                        ep_comm_overlap=bool(c["ep_overlap"]),
                         **recompute_knob(float(c["recompute"])))
 
 
@@ -306,7 +308,7 @@ def _boundary_crossed(ev: _Evaluated, tp: float) -> str | None:
 def _knob_value(knob, value):
     if knob == "recompute":
         return {0.0: "none", 1.0: "selective", 1.5: "partial full", 2.0: "full"}[float(value)]
-    if knob in ("sp", "tp_overlap"):
+    if knob in ("sp", "tp_overlap", "ep_overlap"):
         return "on" if value else "off"
     return int(value)
 

@@ -34,6 +34,10 @@ class Knobs:
     # none, selective, full, and "auto": full recompute of the fewest layers that fit
     recompute: tuple[float, ...] = (0.0, 1.0, 2.0, -1.0)
     tp_overlap: tuple[int, ...] = (0, 1)
+    # MoE all-to-all overlap (Megatron-Core >= 0.14 --overlap-moe-expert-parallel-comm, or
+    # DualPipe): off unless asked for, since it needs that stack and rules out full
+    # recompute; ignored for dense models
+    ep_overlap: tuple[int, ...] = (0,)
     sequence_parallel: tuple[int, ...] = (0, 1)
     vp: tuple[int, ...] = VIRTUAL_STAGES
 
@@ -94,6 +98,10 @@ class Space:
         ok = (self.global_batch % (o["dp"] * i["mb"])) == 0
         ok &= (i["sp"] == 0) | (o["tp"] > 1)
         ok &= (i["tp_overlap"] == 0) | (i["sp"] > 0)  # userbuffer overlap needs SP
+        # all-to-all overlap needs EP, the interleaved schedule when pipelined, and no full
+        # recompute (plan._check_ep_overlap); "auto" recompute may resolve to full
+        ok &= (i["ep_overlap"] == 0) | ((i["ep"] > 1) & ((o["pp"] == 1) | (i["vp"] > 1))
+                                        & (i["recompute"] >= 0) & (i["recompute"] < 2))
         # interleaving needs a pipeline and at least one layer per model chunk; uneven
         # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
         ok &= (i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers))
@@ -127,9 +135,10 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     at = arch.attention
     pp_values = knobs.pp or default_pp(arch)
     ep_values = _ep_values(arch, knobs)
+    ep_overlap = knobs.ep_overlap if arch.is_moe else (0,)
     inner = (len(knobs.zero) * len(knobs.micro_batch) * len(knobs.recompute)
              * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values)
-             * len(knobs.tp_overlap))
+             * len(knobs.tp_overlap) * len(ep_overlap))
     candidates = len(knobs.gpus) * len(knobs.tp) * len(pp_values) * len(knobs.cp) * inner
 
     # outer axes: prune what cannot divide before expanding the inner ones
@@ -152,7 +161,7 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     o["dp"] = dp[ok]
     inner_axes = _product(zero=knobs.zero, mb=knobs.micro_batch, recompute=knobs.recompute,
                           sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
-                          tp_overlap=knobs.tp_overlap)
+                          tp_overlap=knobs.tp_overlap, ep_overlap=ep_overlap)
     return Space(outer=o, inner=inner_axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,
                  zero_free=0 in knobs.zero)
@@ -205,5 +214,12 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
             return (f"vp={int(vp)}: interleaving needs the micro-batches per step, "
                     f"global_batch / (dp x micro_batch), to be a multiple of pp, and no "
                     f"allowed dp and micro_batch make them so")
+    if pinned.get("ep_overlap") == 1 and arch.is_moe:
+        plain = build_space(arch, replace(knobs, ep_overlap=(0,)), seq_len=seq_len,
+                            global_batch=global_batch)
+        if plain._runnable(slice(None)).any():
+            return ("ep_comm_overlap needs ep > 1, the interleaved schedule (vp > 1) when "
+                    "pp > 1, and recompute none or selective: no allowed combination has all "
+                    "three")
     return ("no combination of the allowed degrees divides the GPU counts, heads and "
             "global batch")

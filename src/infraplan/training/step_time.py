@@ -99,9 +99,11 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
             better = total > best_total
             best = {k: np.where(better, v, best[k]) for k, v in parts.items()}
             best_total = np.maximum(total, best_total)
-    per_mb = best_total
-    p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
     m = p.microbatches
+    ep_total = best["ep_comm"]
+    best["ep_comm"] = np.where(p.ep_overlap > 0, _ep_overlapped(best, m, pp, vp), ep_total)
+    per_mb = best_total - ep_total + best["ep_comm"]
+    p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
     bubble = (pp - 1) / vp * (per_mb + p2p)
     dp_comm, zero3, dp_total, zero3_total = _data_parallel_exposed(
         arch, fab, opts, p, pp, vp, best, dense, moe, stages)
@@ -119,7 +121,23 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
         # communication before overlap, to report what was hidden
         "total.tp_comm": m * best["tp_comm_total"], "total.cp_comm": m * best["cp_comm_total"],
         "total.pp_p2p": m * p2p, "total.dp_comm": dp_total, "total.zero3_comm": zero3_total,
+        "total.ep_comm": m * ep_total,
     }
+
+
+def _ep_overlapped(rank_times, m, pp, vp):
+    """Exposed all-to-all time per micro-batch when Megatron-Core's combined 1F1B runs one
+    micro-batch's forward beside another's backward (--overlap-moe-expert-parallel-comm,
+    MCore 0.14; DeepSeek-V3's DualPipe pairs them the same way): each pass's dispatch and
+    combine run on a second stream while the paired pass computes. A pair's all-to-alls
+    (one micro-batch's worth) hide behind its compute (one micro-batch's worth) up to the
+    `overlap-interference` share. The warm-up forwards and cool-down backwards have no
+    partner: 2 (p - 1) + (v - 1) p + 1 of a rank's m v chunk passes (schedules.py's warm-up
+    with the extra overlap forward; 1 of m without a pipeline) stay exposed."""
+    a2a = rank_times["ep_comm"]
+    compute = rank_times["forward"] + rank_times["backward"]
+    unpaired = np.minimum(1.0, (2 * (pp - 1) + (vp - 1) * pp + 1) / (m * vp))
+    return unpaired * a2a + (1 - unpaired) * overlapped(a2a, compute)
 
 
 def _head_time(arch, dev, fab, p, tokens, gemm_bytes):

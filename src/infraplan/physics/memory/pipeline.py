@@ -15,17 +15,22 @@ from __future__ import annotations
 import numpy as np
 
 
-def inflight_chunks(rank, pp, vp, num_microbatches):
-    """Model chunks (each L/(p v) layers of one micro-batch) held at once by `rank`."""
-    rank, pp, vp, m = (np.asarray(x, dtype=float) for x in (rank, pp, vp, num_microbatches))
-    one_f_one_b = np.minimum(m, pp - rank)
-    interleaved = np.minimum(m * vp, 2 * (pp - rank - 1) + (vp - 1) * pp + 1)
+def inflight_chunks(rank, pp, vp, num_microbatches, extra=0.0):
+    """Model chunks (each L/(p v) layers of one micro-batch) held at once by `rank`.
+    `extra` warm-up passes beyond the schedule's: Megatron-Core's all-to-all overlap runs
+    each forward beside an earlier micro-batch's backward, one more warm-up forward
+    (schedules.py adds 1 to num_warmup_microbatches; with pp = 1 two micro-batches are
+    alive at once)."""
+    rank, pp, vp, m, extra = (np.asarray(x, dtype=float) for x in (
+        rank, pp, vp, num_microbatches, extra))
+    one_f_one_b = np.minimum(m, pp - rank + extra)
+    interleaved = np.minimum(m * vp, 2 * (pp - rank - 1) + (vp - 1) * pp + 1 + extra)
     return np.where(vp > 1, interleaved, one_f_one_b)
 
 
-def inflight_layer_units(rank, pp, vp, num_microbatches, layers_on_rank):
+def inflight_layer_units(rank, pp, vp, num_microbatches, layers_on_rank, extra=0.0):
     """Layer-micro-batches of activations held at the peak by `rank`."""
-    chunks = inflight_chunks(rank, pp, vp, num_microbatches)
+    chunks = inflight_chunks(rank, pp, vp, num_microbatches, extra)
     return chunks * np.asarray(layers_on_rank, dtype=float) / np.asarray(vp, dtype=float)
 
 
@@ -76,6 +81,7 @@ def pipeline_groups(pp, vp):
             for i, k in enumerate(keys)]
 
 
-def inflight_microbatches(rank, pp, num_microbatches):
+def inflight_microbatches(rank, pp, num_microbatches, extra=0.0):
     """Micro-batches whose first-stage inputs (token ids) are alive on `rank`."""
-    return np.minimum(np.asarray(num_microbatches, float), np.asarray(pp, float) - rank)
+    return np.minimum(np.asarray(num_microbatches, float),
+                      np.asarray(pp, float) - rank + np.asarray(extra, float))

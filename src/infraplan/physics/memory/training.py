@@ -143,19 +143,20 @@ def _candidate_ranks(pp: int, vp: int, arch: ModelArch) -> list[int]:
 
 def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, dp, cp, ep,
                            zero, vp, sequence_parallel, micro_batch, num_microbatches,
-                           recompute) -> dict[str, np.ndarray]:
+                           recompute, ep_overlap=0.0) -> dict[str, np.ndarray]:
     """Bytes per accelerator at the worst pipeline rank, one entry per plan.
 
-    `recompute` holds codes from `recompute_code`. Returns weights, gradients, optimizer,
-    activations, overhead and total bytes, the rank, parameters per accelerator, and the
-    overhead's parts as "overhead.<name>".
+    `recompute` holds codes from `recompute_code`; `ep_overlap` 1 runs one micro-batch's
+    forward beside another's backward, so a rank holds one more of them. Returns weights,
+    gradients, optimizer, activations, overhead and total bytes, the rank, parameters per
+    accelerator, and the overhead's parts as "overhead.<name>".
     """
     arrays = np.broadcast_arrays(*(np.asarray(x) for x in (
         tp, pp, dp, cp, ep, zero, vp, sequence_parallel, micro_batch, num_microbatches,
-        recompute)))
-    tp, pp, dp, cp, ep, zero, vp, sp, mb, m, rc = (a.astype(float) for a in arrays)
+        recompute, ep_overlap)))
+    tp, pp, dp, cp, ep, zero, vp, sp, mb, m, rc, epo = (a.astype(float) for a in arrays)
     shape = tp.shape
-    columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero, sp=sp, mb=mb, m=m, rc=rc)
+    columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero, sp=sp, mb=mb, m=m, rc=rc, epo=epo)
     out: dict[str, np.ndarray] = {}
     for (p_val, v_val), idx in pipeline_groups(pp, vp):
         sub = {name: arr.ravel()[idx] for name, arr in columns.items()}
@@ -174,7 +175,7 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
     return out
 
 
-def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc):
+def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc, epo):
     stages = stage_params(arch, pp, vp)
     wb, gb, k_opt = state_bytes(options.precision, options.grad_dtype, options.optimizer)
     shard_dense = dp * cp
@@ -215,7 +216,7 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m
     gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * wb * (
         stages.max_layer_dense / tp + stages.max_layer_experts / (tp * ep)), 0.0)
     activations, loss_transient = _activations(arch, options, stages, pp, vp, rank, tp=tp,
-                                               cp=cp, sp=sp, mb=mb, m=m, rc=rc)
+                                               cp=cp, sp=sp, mb=mb, m=m, rc=rc, extra=epo)
     gpus = tp * pp * dp * cp
     overheads = {
         "cuda_context": np.full_like(activations, overhead_constant("cuda-context")),
@@ -234,8 +235,9 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m
                 trainable_per_gpu=trainable, **{f"overhead.{k}": v for k, v in overheads.items()})
 
 
-def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc):
-    """Saved activations on `rank` and the loss's transient logits on the last rank."""
+def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc, extra):
+    """Saved activations on `rank` and the loss's transient logits on the last rank;
+    `extra` more chunk passes in flight than the schedule alone holds."""
     tokens = mb * options.seq_len / cp  # tokens of one micro-batch on this accelerator
     keys = float(options.seq_len)  # eager attention scores every key of the sequence
     rep_div = np.where(sp > 0, tp, 1.0)
@@ -251,11 +253,11 @@ def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc):
     layer_b = dense_b if n_moe == 0 else (
         (n_layers - n_moe) * dense_b + n_moe * per_token(_layer_bytes(arch, options, True))
     ) / max(n_layers, 1.0)
-    units = inflight_layer_units(rank, pp, vp, m, n_layers)
+    units = inflight_layer_units(rank, pp, vp, m, n_layers, extra)
     total = tokens * layer_b * units
     first, last = _edge_bytes(arch, options)
     if rank == 0:
-        total = total + tokens * inflight_microbatches(rank, pp, m) * (
+        total = total + tokens * inflight_microbatches(rank, pp, m, extra) * (
             first[0] / rep_div + first[1] / tp)
     loss_transient = np.zeros_like(total)
     if rank == pp - 1:
