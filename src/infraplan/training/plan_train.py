@@ -54,8 +54,8 @@ def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
                                   else int(pin.sequence_parallel), base.sequence_parallel),
         tp_overlap=_pinned(None if pin.tp_comm_overlap is None else int(pin.tp_comm_overlap),
                            base.tp_overlap),
-        ep_overlap=(0, 1) if pin.ep_comm_overlap == "auto" else _pinned(
-            None if pin.ep_comm_overlap is None else int(pin.ep_comm_overlap), base.ep_overlap),
+        ep_overlap={None: base.ep_overlap, "auto": (0, 1), True: (1,), False: (0,)}[
+            pin.ep_comm_overlap],
         vp=_pinned(pin.vp, base.vp))
 
 

@@ -101,8 +101,10 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
             best_total = np.maximum(total, best_total)
     m = p.microbatches
     ep_total = best["ep_comm"]
-    best["ep_comm"] = np.where(p.ep_overlap > 0, _ep_overlapped(best, m, pp, vp), ep_total)
-    per_mb = best_total - ep_total + best["ep_comm"]
+    per_mb = best_total
+    if p.ep_overlap.any():  # dense models and most searches never pair passes: skip the work
+        best["ep_comm"] = np.where(p.ep_overlap > 0, _ep_overlapped(best, m, pp, vp), ep_total)
+        per_mb = best_total - ep_total + best["ep_comm"]
     p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
     bubble = (pp - 1) / vp * (per_mb + p2p)
     dp_comm, zero3, dp_total, zero3_total = _data_parallel_exposed(
