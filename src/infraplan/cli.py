@@ -65,6 +65,8 @@ def _add_memory(sub) -> None:
     for name, text in [("tp", "tensor parallel"), ("pp", "pipeline stages"),
                        ("dp", "data parallel (default: num-gpus / (tp*pp*cp))"),
                        ("cp", "context parallel"), ("ep", "expert parallel"),
+                       ("etp", "the routed experts' tensor parallel (default: tp; 1 folds "
+                               "whole experts over the TP ranks)"),
                        ("vp", "virtual pipeline stages per rank (interleaved 1F1B)")]:
         p.add_argument(f"--{name}", type=_positive_int, help=text)
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP)")

@@ -54,6 +54,9 @@ class Parallelism(_Spec):
                            description="data-parallel replicas (default: what the GPUs allow)")
     cp: int = Field(default=1, ge=1, description="context-parallel degree")
     ep: int = Field(default=1, ge=1, description="expert-parallel degree (MoE)")
+    etp: int | None = Field(default=None, ge=1, description="the routed experts' tensor "
+                            "parallelism (default: tp); 1 folds whole experts over the TP "
+                            "ranks so that EP may span them")
     vp: int = Field(default=1, ge=1, description="virtual stages per pipeline rank")
     zero: Literal[0, 1, 2, 3] = Field(default=0, description="ZeRO stage; 3 = FSDP full shard")
     sequence_parallel: bool = False
@@ -270,6 +273,8 @@ class Pins(_Spec):
     dp: int | None = Field(default=None, ge=1)
     cp: int | None = Field(default=None, ge=1)
     ep: int | None = Field(default=None, ge=1)
+    etp: int | None = Field(default=None, ge=1, description="the routed experts' tensor "
+                            "parallelism; left out, both tp and 1 (folded) are searched")
     vp: int | None = Field(default=None, ge=1)
     zero: Literal[0, 1, 2, 3] | None = None
     micro_batch: int | None = Field(default=None, ge=1)

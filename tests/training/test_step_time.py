@@ -108,9 +108,9 @@ def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
     dev = Device(gemm_flops=1e15, attention_flops=5e14, memory_bytes_per_s=3e12,
                  compute_units=None, kernel_overhead_s=0.0)
     one = np.ones(1)
-    p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, vp=one, zero=0 * one, sp=0 * one,
-                   mb=2 * one, recompute=0 * one, microbatches=one, tp_overlap=0 * one,
-                   ep_overlap=0 * one)
+    p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, etp=one, vp=one, zero=0 * one,
+                   sp=0 * one, mb=2 * one, recompute=0 * one, microbatches=one,
+                   tp_overlap=0 * one, ep_overlap=0 * one)
     kw = dict(seq_len=4096, kernels="fused", moe_layer=False)
     bf, fp8 = layer_time(arch, dev, FABRIC, p, **kw), layer_time(arch, dev, FABRIC, p,
                                                                 fp8=True, **kw)
@@ -137,9 +137,9 @@ def test_group_limited_routing_crosses_the_network_once_per_destination_node():
     dev = Device(gemm_flops=1e15, attention_flops=5e14, memory_bytes_per_s=3e12,
                  compute_units=None, kernel_overhead_s=0.0)
     one = np.ones(1)
-    p = PlanArrays(tp=one, pp=one, dp=64 * one, cp=one, ep=64 * one, vp=one, zero=0 * one,
-                   sp=0 * one, mb=one, recompute=0 * one, microbatches=one, tp_overlap=0 * one,
-                   ep_overlap=0 * one)
+    p = PlanArrays(tp=one, pp=one, dp=64 * one, cp=one, ep=64 * one, etp=one, vp=one,
+                   zero=0 * one, sp=0 * one, mb=one, recompute=0 * one, microbatches=one,
+                   tp_overlap=0 * one, ep_overlap=0 * one)
     kw = dict(seq_len=4096, kernels="fused", moe_layer=True)
     size = 4096 * 8 * arch.hidden_size * 2.0
     passes = 2 * 2  # dispatch + combine, forward + backward

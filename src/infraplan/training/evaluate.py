@@ -72,11 +72,15 @@ def plan_arrays(*, global_batch: int, **columns) -> PlanArrays:
     micro-batches per step follow from the global batch, dp and the micro-batch size."""
     columns.setdefault("tp_overlap", 0.0)
     columns.setdefault("ep_overlap", 0.0)
+    # etp 0 (or absent): the experts split as wide as the rest of the layer (etp = tp)
+    tp = np.asarray(columns["tp"], dtype=float)
+    etp = np.asarray(columns.get("etp", 0.0), dtype=float)
+    columns["etp"] = np.where(etp > 0, etp, tp)
     columns["microbatches"] = global_batch / (np.asarray(columns["dp"], dtype=float)
                                               * np.asarray(columns["mb"], dtype=float))
     arrays = np.broadcast_arrays(*(np.asarray(columns[k], dtype=float) for k in (
-        "tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute", "microbatches",
-        "tp_overlap", "ep_overlap")))
+        "tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "sp", "mb", "recompute",
+        "microbatches", "tp_overlap", "ep_overlap")))
     return PlanArrays(*arrays)
 
 
@@ -96,8 +100,9 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
     def total(code):
         return training_memory_arrays(
             arch, job.memory_options(), tp=sub.tp, pp=sub.pp, dp=sub.dp, cp=sub.cp,
-            ep=sub.ep, zero=sub.zero, vp=sub.vp, sequence_parallel=sub.sp, micro_batch=sub.mb,
-            num_microbatches=sub.microbatches, recompute=code, ep_overlap=sub.ep_overlap)["total"]
+            ep=sub.ep, etp=sub.etp, zero=sub.zero, vp=sub.vp, sequence_parallel=sub.sp,
+            micro_batch=sub.mb, num_microbatches=sub.microbatches, recompute=code,
+            ep_overlap=sub.ep_overlap)["total"]
 
     selective, full = total(1.0), total(2.0)
     share = np.clip((selective - capacity_bytes) / np.maximum(selective - full, 1.0), 0, 1)
@@ -145,9 +150,10 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     steps = step_time_arrays(arch, dev, fab, job.step_options(), p, storage=storage,
                              num_nodes=nodes)
     memory = training_memory_arrays(
-        arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, zero=p.zero,
-        vp=p.vp, sequence_parallel=p.sp, micro_batch=p.mb, num_microbatches=p.microbatches,
-        recompute=p.recompute, ep_overlap=p.ep_overlap)
+        arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep,
+        etp=p.etp if arch.is_moe else None, zero=p.zero, vp=p.vp, sequence_parallel=p.sp,
+        micro_batch=p.mb,
+        num_microbatches=p.microbatches, recompute=p.recompute, ep_overlap=p.ep_overlap)
     model_flops, _ = flops_per_step(arch, job.step_options())
     _, selective, full = recompute_weights(p.recompute)
     hw_flops = model_flops + full * (flops_per_step(arch, job.step_options(), "full")[1]
@@ -208,7 +214,8 @@ class PlanResult:
 
 def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPlan, *,
                   system: str | System | None = None) -> PlanResult:
-    p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vp=plan.vp,
+    p = plan_arrays(tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
+                    etp=plan.expert_tp, vp=plan.vp,
                     zero=plan.zero, sp=float(plan.sequence_parallel), mb=plan.micro_batch,
                     recompute=plan.recompute_code, global_batch=job.global_batch,
                     tp_overlap=float(plan.tp_comm_overlap),

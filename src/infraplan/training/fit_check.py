@@ -20,9 +20,9 @@ from infraplan.training.memory import (MemoryReport, memory_for_scenario, min_gp
 FLAG_DEFAULTS = {"hardware": {"num_gpus": 1}, "training": {"seq_len": 4096}}
 FLAG_PATHS = {
     "model": "model", "gpu": "hardware.gpu", "num_gpus": "hardware.num_gpus",
-    **{k: f"parallelism.{k}" for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "recompute",
-                                       "recompute_fraction", "sequence_parallel",
-                                       "micro_batch")},
+    **{k: f"parallelism.{k}" for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero",
+                                       "recompute", "recompute_fraction",
+                                       "sequence_parallel", "micro_batch")},
     **{k: f"training.{k}" for k in ("global_batch", "seq_len", "precision", "grad_dtype",
                                     "optimizer", "kernels")},
     "finetune": "finetune.method", "lora_rank": "finetune.lora_rank",

@@ -45,6 +45,7 @@ class PlanArrays:
     dp: np.ndarray
     cp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray  # tensor parallelism of the routed experts (tp unless folded)
     vp: np.ndarray
     zero: np.ndarray
     sp: np.ndarray
@@ -71,15 +72,19 @@ class LayerTime:
     cp_comm_total: np.ndarray
 
 
-def _gemm_shape(g, tokens, tp, ep, arch: ModelArch):
+def _gemm_shape(g, tokens, p: PlanArrays, arch: ModelArch):
     """(rows, cols, depth, groups) of one GEMM kernel on one rank; a routed expert's GEMM
-    is one grouped GEMM over the rank's experts (Megatron-Core --moe-grouped-gemm)."""
-    n = g.fan_out / tp if g.split == "column" else np.full_like(tp, g.fan_out, dtype=float)
-    k = g.fan_in / tp if g.split == "row" else np.full_like(tp, g.fan_in, dtype=float)
+    is one grouped GEMM over the rank's experts (Megatron-Core --moe-grouped-gemm), split
+    etp-wide. An etp below tp folds the experts' grid over the TP ranks: each etp-group
+    takes etp/tp of the TP group's tokens (sequence-parallel shards) into its experts."""
+    split = p.etp if g.routed_expert else p.tp
+    n = g.fan_out / split if g.split == "column" else np.full_like(split, g.fan_out, dtype=float)
+    k = g.fan_in / split if g.split == "row" else np.full_like(split, g.fan_in, dtype=float)
     if g.routed_expert:
         experts = arch.moe.num_experts
-        rows = tokens * g.tokens_per_token * ep / experts  # tokens routed to each expert
-        return rows, n, k, experts / ep
+        # tokens routed to each of the rank's experts
+        rows = tokens * p.etp / p.tp * g.tokens_per_token * p.ep / experts
+        return rows, n, k, experts / p.ep
     return tokens * g.tokens_per_token, n, k, np.ones_like(tokens)
 
 
@@ -121,7 +126,7 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     for g in gemms(arch):
         if g.scope not in scopes:
             continue
-        m, n, k, groups = _gemm_shape(g, tokens, p.tp, p.ep, arch)
+        m, n, k, groups = _gemm_shape(g, tokens, p, arch)
         fwd = fwd + gemm_time(dev, m, n, k, bytes_per_element=gemm_bytes, groups=groups)
         # backward: input gradient (m x k, over n) and weight gradient (k x n, over m)
         dgrad = gemm_time(dev, m, k, n, bytes_per_element=gemm_bytes, groups=groups)
@@ -152,7 +157,8 @@ def layer_time(arch: ModelArch, dev: Device, fab: coll.Fabric, p: PlanArrays, *,
     _, selective, full = recompute_weights(p.recompute)
     recompute = full * forward + selective * attn_fwd
 
-    tp_comm, tp_total = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd, column)
+    tp_comm, tp_total = _tensor_parallel_comm(arch, fab, p, tokens, fwd, bwd, column,
+                                              moe_layer)
     cp_exposed, cp_total = _ring_attention_exposed(arch, fab, p, seq_len, attn_fwd, attn_bwd)
     ep_comm = _expert_all_to_all(arch, fab, p, tokens) if moe_layer else np.zeros_like(tokens)
     return LayerTime(forward, backward, recompute, tp_comm, cp_exposed, ep_comm, attn_fwd,
@@ -178,7 +184,7 @@ def _attention(arch, dev, p, seq_len, kernels):
     return scores + values + softmax, 2 * (scores + values) + 1.5 * softmax
 
 
-def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd, column):
+def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd, column, moe_layer):
     """Megatron-LM: two all-reduces of the layer output per pass (after attention and after
     the FFN), forward and backward, again in a full recompute; with sequence parallelism
     each becomes an all-gather plus a reduce-scatter of the same total volume (Korthikanti
@@ -197,23 +203,29 @@ def _tensor_parallel_comm(arch, fab, p, tokens, gemm_fwd, gemm_bwd, column):
     weight-gradient GEMM, and with sequence parallelism the re-gather of its sharded input
     runs beside its input-gradient GEMM. A row-parallel linear's gradient all-gather (the
     backward of its reduce-scatter) stays exposed; without sequence parallelism it has none.
+    An MoE block's collectives run over the experts' TP group (etp ranks, etp/tp of the
+    tokens): none when the experts are folded to etp = 1.
     `column`: the backward GEMM times ("dgrad", "wgrad") of the column-parallel linears.
     Returns (exposed, total) seconds."""
     size = tokens * arch.hidden_size * ACT_BYTES
-    group = coll.group(p.tp, 1.0, fab)
+    blocks = [(size, p.tp)]  # (bytes, ranks): attention, or the parallel-residual layer
+    if not arch.parallel_residual:
+        blocks.append((size * p.etp / p.tp, p.etp) if moe_layer else (size, p.tp))
+    all_reduce = gather = 0.0
+    for nbytes, ranks in blocks:
+        group = coll.group(ranks, 1.0, fab)
+        all_reduce = all_reduce + coll.all_reduce(nbytes, group, fab)
+        # an all-gather moves the same bytes as a reduce-scatter
+        gather = gather + coll.reduce_scatter(nbytes, group, fab)
     full = recompute_weights(p.recompute)[2]
-    all_reduce = coll.all_reduce(size, group, fab)
-    gather = coll.reduce_scatter(size, group, fab)  # an all-gather moves the same bytes
-    reductions = 1 if arch.parallel_residual else 2
     sp = p.sp > 0
-    per_pass = reductions * np.where(sp, 2 * gather, all_reduce)
-    backward_total = reductions * np.where(sp, 3 * gather, all_reduce)
+    per_pass = np.where(sp, 2 * gather, all_reduce)
+    backward_total = np.where(sp, 3 * gather, all_reduce)
     userbuffers = overlapped(per_pass, gemm_fwd) * (1 + full) \
         + overlapped(backward_total, gemm_bwd)
-    backward = np.where(sp, reductions * gather
-                        + overlapped(reductions * gather, column["wgrad"])
-                        + overlapped(reductions * gather, column["dgrad"]),
-                        overlapped(reductions * all_reduce, column["wgrad"]))
+    backward = np.where(sp, gather + overlapped(gather, column["wgrad"])
+                        + overlapped(gather, column["dgrad"]),
+                        overlapped(all_reduce, column["wgrad"]))
     asynchronous = per_pass * (1 + full) + backward
     total = per_pass * (1 + full) + backward_total
     return np.where((p.tp_overlap > 0) & sp, userbuffers, asynchronous), total
@@ -243,15 +255,18 @@ def overlapped(comm, window):
 
 def _expert_all_to_all(arch, fab, p, tokens):
     """Dispatch and combine all-to-alls of the k routed copies of each token, forward and
-    backward (and the recomputed forward); expert-parallel ranks follow TP and CP.
+    backward (and the recomputed forward); expert-parallel ranks follow TP and CP (the
+    experts' TP when folded).
 
     Megatron-Core's all-to-all dispatcher sends every routed copy. A model with
     group-limited routing is dispatched as DeepSeek-V3 does (report Sec. 3.2.2; DeepEP): a
     token crosses the network once per destination node, then NVLink forwards it to the
     experts there, so only the distinct remote nodes count against the NIC."""
     moe = arch.moe
-    size = tokens * moe.experts_per_token * arch.hidden_size * ACT_BYTES
-    group = coll.group(p.ep, p.tp * p.cp, fab)
+    # folded (etp < tp): a rank dispatches only its etp/tp share of the TP group's tokens,
+    # and the EP group is etp-strided over the stage's ranks instead of carved out of DP x CP
+    size = tokens * p.etp / p.tp * moe.experts_per_token * arch.hidden_size * ACT_BYTES
+    group = coll.group(p.ep, np.where(p.etp < p.tp, p.etp, p.tp * p.cp), fab)
     remote = None
     if moe.expert_groups > 1:
         nodes = group.size / group.per_node

@@ -133,7 +133,8 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     notes += context_notes(arch, options.seq_len)
     out = training_memory_arrays(
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
-        zero=plan.zero, vp=plan.vp, sequence_parallel=plan.sequence_parallel,
+        etp=plan.expert_tp, zero=plan.zero, vp=plan.vp,
+        sequence_parallel=plan.sequence_parallel,
         micro_batch=plan.micro_batch, num_microbatches=m,
         recompute=plan.recompute_code, ep_overlap=float(plan.ep_comm_overlap))
     counts = param_counts(arch)
@@ -159,7 +160,8 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
 
     par, job, ft = scenario.parallelism, scenario.training, scenario.finetune
     dp = resolve_dp(scenario.hardware.num_gpus, par.tp, par.pp, par.cp, par.dp)
-    plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, vp=par.vp,
+    plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, etp=par.etp,
+                        vp=par.vp,
                         zero=par.zero, sequence_parallel=par.sequence_parallel,
                         micro_batch=par.micro_batch, recompute=par.recompute,
                         recompute_fraction=par.recompute_fraction)

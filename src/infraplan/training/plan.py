@@ -17,6 +17,11 @@ class ParallelPlan:
     cp: context parallel (ring attention over the sequence), ep: expert parallel (carved
     out of DP x CP), vp: virtual pipeline stages per rank (interleaved 1F1B), zero: ZeRO
     stage / FSDP (3 = full shard), micro_batch: sequences per micro-batch.
+    etp: tensor parallelism of the routed experts (Megatron-Core
+    --expert-tensor-parallel-size; None: tp). Below tp, the MoE layers fold their own
+    grid over the same ranks (Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960):
+    etp x ep ranks share the experts, so EP may span TP ranks and each rank keeps whole
+    experts' slices etp-wide.
     """
 
     tp: int = 1
@@ -24,6 +29,7 @@ class ParallelPlan:
     dp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int | None = None
     vp: int = 1
     zero: int = 0
     sequence_parallel: bool = False
@@ -40,6 +46,10 @@ class ParallelPlan:
         return recompute_code(self.recompute, self.recompute_fraction)
 
     @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
+
+    @property
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
@@ -48,6 +58,7 @@ class ParallelPlan:
                  f"DP={self.dp}"]
         parts += [f"CP={self.cp}"] if self.cp > 1 else []
         parts += [f"EP={self.ep}"] if self.ep > 1 else []
+        parts += [f"ETP={self.expert_tp}"] if self.expert_tp != self.tp else []
         recompute = self.recompute
         if recompute == "full" and self.recompute_fraction < 1:
             recompute += f"({self.recompute_fraction:.0%} of layers, rest selective)"
@@ -86,7 +97,7 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
                global_batch: int | None = None, kernels: str = "fused") -> int:
     """Raise PlanError for a plan that cannot run; return micro-batches per step."""
     at = arch.attention
-    for name in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch"):
+    for name in ("tp", "pp", "dp", "cp", "ep", "expert_tp", "vp", "micro_batch"):
         if getattr(plan, name) < 1:
             raise PlanError(f"{name} must be >= 1, got {getattr(plan, name)}")
     if plan.zero not in (0, 1, 2, 3):
@@ -104,13 +115,15 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         raise PlanError(f"tp={plan.tp} neither divides nor is a multiple of the {kv} KV "
                         f"heads of {arch.name}", fix="use a tp that divides the KV heads, or "
                         "a multiple of them (KV heads are then replicated)")
-    widths = [("intermediate_size", arch.mlp.intermediate_size)] if arch.num_dense_layers else []
+    widths = [("tp", plan.tp, "intermediate_size", arch.mlp.intermediate_size)
+              ] if arch.num_dense_layers else []
     if arch.moe:
-        widths.append(("moe_intermediate_size", arch.moe.expert.intermediate_size))
-    for label, width in widths:
-        if width % plan.tp:
-            raise PlanError(f"tp={plan.tp} does not divide {label}={width} of {arch.name}",
-                            fix=f"use tp in {_show(divisors(width))}")
+        widths.append(("etp" if plan.etp is not None else "tp", plan.expert_tp,
+                       "moe_intermediate_size", arch.moe.expert.intermediate_size))
+    for knob, degree, label, width in widths:
+        if width % degree:
+            raise PlanError(f"{knob}={degree} does not divide {label}={width} of {arch.name}",
+                            fix=f"use {knob} in {_show(divisors(width))}")
     if plan.pp > arch.num_layers:
         raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}")
     if plan.vp > 1:
@@ -126,15 +139,17 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         if kernels == "eager":
             raise PlanError("context parallelism needs fused (flash) attention kernels",
                             fix="use kernels=fused or cp=1")
-    if plan.ep > 1:
-        if not arch.is_moe:
+    if not arch.is_moe:
+        if plan.ep > 1:
             raise PlanError(f"ep={plan.ep} but {arch.name} has no experts", fix="use ep=1")
+        if plan.etp is not None and plan.etp != plan.tp:
+            raise PlanError(f"etp={plan.etp} but {arch.name} has no experts",
+                            fix="remove etp")
+    else:
         if arch.moe.num_experts % plan.ep:
             raise PlanError(f"ep={plan.ep} does not divide the {arch.moe.num_experts} experts",
                             fix=f"use ep in {_show(divisors(arch.moe.num_experts))}")
-        if (plan.dp * plan.cp) % plan.ep:
-            raise PlanError(f"ep={plan.ep} must divide dp*cp = {plan.dp * plan.cp} (experts "
-                            "are spread over data-parallel ranks)")
+        _check_expert_grid(plan)
     if plan.ep_comm_overlap:
         _check_ep_overlap(plan)
     if global_batch is None:
@@ -154,6 +169,27 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
                         f"global_batch / (dp*micro_batch) = {microbatches}, to be a multiple "
                         f"of pp={plan.pp}", fix="change micro_batch or global_batch, or use vp=1")
     return microbatches
+
+
+def _check_expert_grid(plan: ParallelPlan) -> None:
+    """Megatron-Core's expert grid: etp x ep x expert-DP ranks over each pipeline stage's
+    tp x cp x dp. With etp = tp (no folding) EP is carved out of DP x CP; a smaller etp
+    divides tp, each etp-group taking its share of the TP group's tokens."""
+    etp = plan.expert_tp
+    if etp != plan.tp and plan.tp % etp:
+        raise PlanError(f"etp={etp} must divide tp={plan.tp} (each expert-TP group takes "
+                        "a share of the TP group's tokens)",
+                        fix=f"use etp in {_show(divisors(plan.tp))}")
+    if etp == plan.tp:
+        if (plan.dp * plan.cp) % plan.ep:
+            raise PlanError(f"ep={plan.ep} must divide dp*cp = {plan.dp * plan.cp} (experts "
+                            "are spread over data-parallel ranks)",
+                            fix="set etp=1 to let EP span the TP ranks (MoE parallel "
+                                "folding), or change ep, dp or cp")
+    elif (plan.tp * plan.dp * plan.cp) % (etp * plan.ep):
+        raise PlanError(f"etp*ep = {etp}*{plan.ep} must divide tp*dp*cp = "
+                        f"{plan.tp * plan.dp * plan.cp} (the ranks of one pipeline stage)",
+                        fix="change ep, etp or the other degrees")
 
 
 def _check_ep_overlap(plan: ParallelPlan) -> None:

@@ -56,7 +56,13 @@ def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
                            base.tp_overlap),
         ep_overlap={None: base.ep_overlap, "auto": (0, 1), True: (1,), False: (0,)}[
             pin.ep_comm_overlap],
+        etp=_expert_tp_values(pin, base.etp),
         vp=_pinned(pin.vp, base.vp))
+
+
+def _expert_tp_values(pin, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Knobs.etp values for a pin (0 stands for etp = tp, whatever tp is)."""
+    return default if pin.etp is None else (pin.etp,)
 
 
 def node_types(scenario: TrainScenario):
@@ -80,6 +86,9 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     if scenario.pin.ep_comm_overlap is True and not arch.is_moe:
         raise InputError(f"pin.ep_comm_overlap overlaps expert all-to-alls, but {arch.name} "
                          "has no experts", fix="remove pin.ep_comm_overlap")
+    if scenario.pin.etp is not None and not arch.is_moe:
+        raise InputError(f"pin.etp sets the routed experts' tensor parallelism, but "
+                         f"{arch.name} has no experts", fix="remove pin.etp")
     t = scenario.training
     job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,

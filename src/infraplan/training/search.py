@@ -21,7 +21,7 @@ from infraplan.training.space import Knobs, build_space, why_nothing_runs
 from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
 
-KNOB_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "vp", "zero", "sp", "mb", "recompute",
+KNOB_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "sp", "mb", "recompute",
                 "tp_overlap", "ep_overlap")
 # what ranking, limits, the frontier and the rejected-knob reasons read; the few plans
 # shown are evaluated again in full (evaluate_plan, _breakdown)
@@ -30,7 +30,8 @@ KEPT_COLUMNS = frozenset({"fits", "step_s", "time_to_train_s", "gpu_hours", "gpu
 KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp": "VP",
                "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
                "sp": "sequence parallel", "tp_overlap": "TP comm overlap",
-               "ep_overlap": "EP all-to-all overlap"}
+               "ep_overlap": "EP all-to-all overlap",
+               "etp": "experts folded below TP (ETP < TP)"}
 COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
                     "tp_comm": "tensor-parallel communication",
                     "cp_comm": "context-parallel communication",
@@ -99,6 +100,7 @@ def _plan_at(ev: _Evaluated, i: int) -> ParallelPlan:
     c = {k: v[i] for k, v in ev.cols.items()}
     return ParallelPlan(tp=int(c["tp"]), pp=int(c["pp"]), dp=int(c["dp"]), cp=int(c["cp"]),
                         ep=int(c["ep"]), vp=int(c["vp"]), zero=int(c["zero"]),
+                        etp=None if c["etp"] == c["tp"] else int(c["etp"]),
                         sequence_parallel=bool(c["sp"]), micro_batch=int(c["mb"]),
                         tp_comm_overlap=bool(c["tp_overlap"]),
                         ep_comm_overlap=bool(c["ep_overlap"]),
@@ -288,10 +290,13 @@ def _breakdown(arch, job, ev: _Evaluated, rows: list[int]) -> dict[str, np.ndarr
 
 
 def _knob_column(ev: _Evaluated, knob: str) -> np.ndarray:
-    """A knob's values per plan; recompute shares collapse to none/selective/partial/full."""
+    """A knob's values per plan; recompute shares collapse to none/selective/partial/full,
+    the experts' TP to whether it is folded below TP."""
     column = ev.cols[knob]
     if knob == "recompute":
         return np.select([column < 1, column == 1, column < 2], [0.0, 1.0, 1.5], 2.0)
+    if knob == "etp":
+        return (column < ev.cols["tp"]).astype(float)
     return column
 
 
@@ -308,7 +313,7 @@ def _boundary_crossed(ev: _Evaluated, tp: float) -> str | None:
 def _knob_value(knob, value):
     if knob == "recompute":
         return {0.0: "none", 1.0: "selective", 1.5: "partial full", 2.0: "full"}[float(value)]
-    if knob in ("sp", "tp_overlap", "ep_overlap"):
+    if knob in ("sp", "tp_overlap", "ep_overlap", "etp"):
         return "on" if value else "off"
     return int(value)
 

@@ -28,6 +28,9 @@ class Knobs:
     pp: tuple[int, ...] | None = None  # None: 1..num_layers (powers of two and divisors)
     cp: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     ep: tuple[int, ...] | None = None  # None: divisors of the expert count (1 if dense)
+    # the routed experts' TP: 0 = tp (Megatron-Core's default), 1 = folded onto whole
+    # experts (MoE parallel folding); ignored for dense models
+    etp: tuple[int, ...] = (0, 1)
     dp: tuple[int, ...] | None = None  # None: whatever the GPU count leaves
     zero: tuple[int, ...] = (0, 1, 2, 3)
     micro_batch: tuple[int, ...] = MICRO_BATCHES
@@ -67,6 +70,8 @@ class Space:
     num_layers: int
     global_batch: int
     zero_free: bool = False  # ZeRO-0 is allowed: ZeRO >= 1 over one DP x CP rank repeats it
+    expert_width: int = 0  # the routed experts' intermediate size (0: dense model)
+    etp_as_tp: bool = True  # etp 0 (= tp) is among the values: an explicit etp = tp repeats it
 
     @property
     def outer_rows(self) -> int:
@@ -108,7 +113,17 @@ class Space:
         # interleaving runs micro-batches in groups of pp (see check_plan)
         microbatches = self.global_batch // (o["dp"] * i["mb"])
         ok &= (i["vp"] == 1) | ((microbatches % o["pp"]) == 0)
-        ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
+        if self.expert_width:
+            # the experts' grid (plan._check_expert_grid): etp 0 means etp = tp, EP carved
+            # out of DP x CP; a folded etp divides tp, and etp x EP the stage's tp x dp x cp
+            etp = np.where(i["etp"] == 0, o["tp"], i["etp"])
+            distinct = (i["etp"] < o["tp"]) if self.etp_as_tp else True
+            ok &= (i["etp"] == 0) | (distinct & (o["tp"] % etp == 0))
+            ok &= np.where(i["etp"] == 0, (o["dp"] * o["cp"]) % i["ep"],
+                           (o["tp"] * o["dp"] * o["cp"]) % (etp * i["ep"])) == 0
+            ok &= self.expert_width % etp == 0
+        else:
+            ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
         if self.zero_free:
             # ZeRO shards states, gradients (and with 3 weights) over DP x CP: over one rank
             # it shards nothing and communicates nothing. ZeRO-1 and -2 are then the same
@@ -136,9 +151,10 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     pp_values = knobs.pp or default_pp(arch)
     ep_values = _ep_values(arch, knobs)
     ep_overlap = knobs.ep_overlap if arch.is_moe else (0,)
+    etp_values = knobs.etp if arch.is_moe else (0,)
     inner = (len(knobs.zero) * len(knobs.micro_batch) * len(knobs.recompute)
              * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values)
-             * len(knobs.tp_overlap) * len(ep_overlap))
+             * len(knobs.tp_overlap) * len(ep_overlap) * len(etp_values))
     candidates = len(knobs.gpus) * len(knobs.tp) * len(pp_values) * len(knobs.cp) * inner
 
     # outer axes: prune what cannot divide before expanding the inner ones
@@ -149,10 +165,9 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     if at.kind != "mla":
         kv = at.num_kv_heads
         ok &= (kv % o["tp"] == 0) | (o["tp"] % kv == 0)
-    widths = ([arch.mlp.intermediate_size] if arch.num_dense_layers else []) + (
-        [arch.moe.expert.intermediate_size] if arch.is_moe else [])
-    for width in widths:
-        ok &= width % o["tp"] == 0
+    # the routed experts' width must divide their own TP (etp): checked per plan
+    if arch.num_dense_layers:
+        ok &= arch.mlp.intermediate_size % o["tp"] == 0
     ok &= o["pp"] <= arch.num_layers
     ok &= (o["cp"] == 1) | (seq_len % (2 * o["cp"]) == 0)
     if knobs.dp is not None:
@@ -161,10 +176,12 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     o["dp"] = dp[ok]
     inner_axes = _product(zero=knobs.zero, mb=knobs.micro_batch, recompute=knobs.recompute,
                           sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
-                          tp_overlap=knobs.tp_overlap, ep_overlap=ep_overlap)
+                          tp_overlap=knobs.tp_overlap, ep_overlap=ep_overlap, etp=etp_values)
     return Space(outer=o, inner=inner_axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,
-                 zero_free=0 in knobs.zero)
+                 zero_free=0 in knobs.zero,
+                 expert_width=arch.moe.expert.intermediate_size if arch.is_moe else 0,
+                 etp_as_tp=0 in etp_values)
 
 
 def _ep_values(arch: ModelArch, knobs: Knobs) -> tuple[int, ...]:
@@ -183,6 +200,7 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
     # a plan of the pinned degrees and 1 elsewhere (dp = ep so that EP may shard over DP)
     probe = ParallelPlan(**{k: int(pinned.get(k, 1)) for k in ("tp", "pp", "cp", "ep")},
                          dp=int(pinned.get("ep", 1)),
+                         etp=int(pinned["etp"]) if pinned.get("etp") else None,
                          vp=int(pinned.get("vp", 1)) if "pp" in pinned else 1)
     try:
         check_plan(arch, probe, seq_len=seq_len)
@@ -214,6 +232,14 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
             return (f"vp={int(vp)}: interleaving needs the micro-batches per step, "
                     f"global_batch / (dp x micro_batch), to be a multiple of pp, and no "
                     f"allowed dp and micro_batch make them so")
+    if arch.is_moe and 1 not in knobs.etp:
+        folded = build_space(arch, replace(knobs, etp=(1,)), seq_len=seq_len,
+                             global_batch=global_batch)
+        if folded._runnable(slice(None)).any():
+            dpcp = sorted({int(d * c) for d, c in zip(space.outer["dp"], space.outer["cp"])})
+            return (f"ep must divide dp*cp ({', '.join(map(str, dpcp[:6]))} here) while the "
+                    f"experts split as wide as TP: set etp=1 (MoE parallel folding) to let EP "
+                    f"span the TP ranks")
     if pinned.get("ep_overlap") == 1 and arch.is_moe:
         plain = build_space(arch, replace(knobs, ep_overlap=(0,)), seq_len=seq_len,
                             global_batch=global_batch)

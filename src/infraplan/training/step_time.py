@@ -59,7 +59,8 @@ def step_time_arrays(arch: ModelArch, dev: Device, fab: coll.Fabric, opts: StepO
 def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays):
     """Layer, head and embedding times depend on few knobs (not DP, ZeRO or micro-batch
     count): compute them once per distinct combination and spread them back."""
-    first, inverse = unique_rows(p.tp, p.cp, p.ep, p.mb, p.sp, p.recompute, p.tp_overlap)
+    first, inverse = unique_rows(p.tp, p.cp, p.ep, p.etp, p.mb, p.sp, p.recompute,
+                                 p.tp_overlap)
     q = p.subset(first)
     fp8 = opts.precision == "fp8"
     kw = dict(seq_len=opts.seq_len, kernels=opts.kernels, fp8=fp8)
@@ -176,16 +177,23 @@ def _pipeline_p2p(arch, fab, p, tokens, pp, vp):
 
 
 def _stage_param_split(stages, p):
-    """(dense, expert) parameters held by the fullest rank, after TP and EP."""
+    """(dense, expert) parameters held by the fullest rank, after TP and the experts' etp x
+    EP."""
     rank = int(np.argmax(stages.tensor_sharded + stages.experts))
     dense = stages.tensor_sharded[rank] / p.tp + stages.replicated[rank]
-    experts = stages.experts[rank] / (p.tp * p.ep)
+    experts = stages.experts[rank] / (p.etp * p.ep)
     return dense, experts
+
+
+def expert_dp(p) -> np.ndarray:
+    """Ranks holding the same experts (the expert grid etp x ep x this covers a stage's
+    tp x dp x cp ranks): their gradients sync, and ZeRO shards their states."""
+    return np.maximum(p.tp * p.dp * p.cp / (p.etp * p.ep), 1.0)
 
 
 def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: LayerTime,
                            moe_layer: LayerTime, stages):
-    """Gradient synchronisation over DP x CP (experts over DP x CP / EP).
+    """Gradient synchronisation over DP x CP (experts over their expert-DP ranks).
 
     ZeRO 0: all-reduce; 1 and 2: reduce-scatter of gradients then all-gather of updated
     16-bit weights (ZeRO paper Sec. 7: same volume as the all-reduce). Bucketed, it
@@ -200,7 +208,7 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
     dense, experts = _stage_param_split(stages, p)
     dp_group = coll.group(p.dp * p.cp, p.tp, fab)
-    edp_group = coll.group(np.maximum(p.dp * p.cp / p.ep, 1.0), p.tp * p.ep, fab)
+    edp_group = coll.group(expert_dp(p), p.etp * p.ep, fab)
 
     def sync(dense_bytes, expert_bytes, fn):
         return fn(dense_bytes, dp_group, fab) + fn(expert_bytes, edp_group, fab)
@@ -245,8 +253,7 @@ def _optimizer_time(arch, dev, opts, p, stages):
     wb, gb, k_opt = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
     dense, experts = _stage_param_split(stages, p)
     shard = np.where(p.zero >= 1, p.dp * p.cp, 1.0)
-    params = dense / shard + experts / np.where(p.zero >= 1, np.maximum(
-        p.dp * p.cp / p.ep, 1.0), 1.0)
+    params = dense / shard + experts / np.where(p.zero >= 1, expert_dp(p), 1.0)
     return memory_time(dev, params * (gb + 2 * k_opt + wb), count=4)
 
 

@@ -34,6 +34,8 @@ class MemoryRequest(ModelPick):
                              description="data parallel (default: num_gpus / (tp*pp*cp))")
     cp: Count = Field(default=1, ge=1, le=MAX_JOB_GPUS, description="context parallel")
     ep: Count = Field(default=1, ge=1, le=MAX_JOB_GPUS, description="expert parallel")
+    etp: Count | None = Field(default=None, ge=1, le=MAX_JOB_GPUS,
+                              description="the routed experts' tensor parallel (default: tp)")
     vp: Count = Field(default=1, ge=1, le=MAX_JOB_GPUS,
                       description="virtual pipeline stages per rank (interleaved 1F1B)")
     zero: Annotated[Literal[0, 1, 2, 3], BeforeValidator(json_number)] = Field(

@@ -142,6 +142,8 @@ def memory() -> HTMLResponse:
         count("dp", "data parallel (dp)", hint="empty: num_gpus / (tp x pp x cp)",
               empty="the rest"),
         count("cp", "context parallel (cp)", "1"), count("ep", "expert parallel (ep)", "1"),
+        count("etp", "experts' tensor parallel (etp)", hint="empty: tp; 1 lets EP span TP",
+              empty="= tp"),
         count("vp", "virtual stages per rank (vp)", "1"),
         _select("zero", "ZeRO stage", options("0", "1", "2", "3"), typ="int", default="1"),
         _select("sequence_parallel", "sequence parallel (tp > 1)",

@@ -143,20 +143,25 @@ def _candidate_ranks(pp: int, vp: int, arch: ModelArch) -> list[int]:
 
 def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, dp, cp, ep,
                            zero, vp, sequence_parallel, micro_batch, num_microbatches,
-                           recompute, ep_overlap=0.0) -> dict[str, np.ndarray]:
+                           recompute, ep_overlap=0.0, etp=None) -> dict[str, np.ndarray]:
     """Bytes per accelerator at the worst pipeline rank, one entry per plan.
 
+    `etp`: tensor parallelism of the routed experts (None: tp); the expert grid etp x ep x
+    expert-DP covers the stage's tp x dp x cp ranks, so a rank holds 1/(etp x ep) of the
+    experts and ZeRO shards them over tp x dp x cp / (etp x ep).
     `recompute` holds codes from `recompute_code`; `ep_overlap` 1 runs one micro-batch's
     forward beside another's backward, so a rank holds one more of them. Returns weights,
     gradients, optimizer, activations, overhead and total bytes, the rank, parameters per
     accelerator, and the overhead's parts as "overhead.<name>".
     """
     arrays = np.broadcast_arrays(*(np.asarray(x) for x in (
-        tp, pp, dp, cp, ep, zero, vp, sequence_parallel, micro_batch, num_microbatches,
-        recompute, ep_overlap)))
-    tp, pp, dp, cp, ep, zero, vp, sp, mb, m, rc, epo = (a.astype(float) for a in arrays)
+        tp, pp, dp, cp, ep, tp if etp is None else etp, zero, vp, sequence_parallel,
+        micro_batch, num_microbatches, recompute, ep_overlap)))
+    tp, pp, dp, cp, ep, etp_, zero, vp, sp, mb, m, rc, epo = (a.astype(float) for a in arrays)
     shape = tp.shape
     columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero, sp=sp, mb=mb, m=m, rc=rc, epo=epo)
+    if etp is not None:  # else the experts split as wide as tp (no column to index)
+        columns["etp"] = etp_
     out: dict[str, np.ndarray] = {}
     for (p_val, v_val), idx in pipeline_groups(pp, vp):
         sub = {name: arr.ravel()[idx] for name, arr in columns.items()}
@@ -175,13 +180,15 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
     return out
 
 
-def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc, epo):
+def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc, epo,
+                 etp=None):
+    etp = tp if etp is None else etp
     stages = stage_params(arch, pp, vp)
     wb, gb, k_opt = state_bytes(options.precision, options.grad_dtype, options.optimizer)
     shard_dense = dp * cp
-    shard_expert = np.maximum(dp * cp / ep, 1.0)
+    shard_expert = np.maximum(tp * dp * cp / (etp * ep), 1.0)
     dense = stages.tensor_sharded[rank] / tp + stages.replicated[rank]
-    experts = stages.experts[rank] / (tp * ep)
+    experts = stages.experts[rank] / (etp * ep)
     gemm_share = (stages.gemm[rank] - stages.experts[rank]) / tp + experts
 
     def sharded(value_dense, value_expert, from_stage):
@@ -214,7 +221,7 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m
 
     # FSDP / ZeRO-3 gather the full parameters of the current and the prefetched layer.
     gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * wb * (
-        stages.max_layer_dense / tp + stages.max_layer_experts / (tp * ep)), 0.0)
+        stages.max_layer_dense / tp + stages.max_layer_experts / (etp * ep)), 0.0)
     activations, loss_transient = _activations(arch, options, stages, pp, vp, rank, tp=tp,
                                                cp=cp, sp=sp, mb=mb, m=m, rc=rc, extra=epo)
     gpus = tp * pp * dp * cp
