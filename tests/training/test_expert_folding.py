@@ -112,3 +112,17 @@ def test_unfolded_plans_are_unchanged_by_the_knob():
     a, b = (evaluate_plan(arch, "h100", job, p) for p in (plan, replace(plan, etp=2)))
     assert a.step_s == b.step_s and a.breakdown_s == b.breakdown_s
     assert np.isfinite(evaluate_plan(arch, "h100", job, replace(plan, etp=1)).step_s)
+
+
+def test_the_report_says_what_folding_won_by():
+    """Mixtral 8x7B on 16 H100s at TP 2: the folded plan wins, and the reasons name what
+    the best unfolded plan loses on; a dense model has no such line."""
+    def rejected(model):
+        return plan_training(TrainScenario.model_validate({
+            "model": model, "top": 1, "pin": {"tp": 2},
+            "hardware": {"gpus": ["h100"], "counts": [16]},
+            "training": {"tokens": 1e10, "global_batch": 128, "seq_len": 4096}})).rejected
+
+    lines = [r for r in rejected("mixtral-8x7b") if r.startswith("expert folding")]
+    assert len(lines) == 1 and lines[0].startswith("expert folding (ETP < TP)=off: +")
+    assert not any("expert folding" in r for r in rejected("llama-3.1-8b"))

@@ -56,13 +56,8 @@ def knobs_for(scenario: TrainScenario, gpu: str) -> Knobs:
                            base.tp_overlap),
         ep_overlap={None: base.ep_overlap, "auto": (0, 1), True: (1,), False: (0,)}[
             pin.ep_comm_overlap],
-        etp=_expert_tp_values(pin, base.etp),
+        etp=_pinned(pin.etp, base.etp),  # 0 stands for etp = tp
         vp=_pinned(pin.vp, base.vp))
-
-
-def _expert_tp_values(pin, default: tuple[int, ...]) -> tuple[int, ...]:
-    """Knobs.etp values for a pin (0 stands for etp = tp, whatever tp is)."""
-    return default if pin.etp is None else (pin.etp,)
 
 
 def node_types(scenario: TrainScenario):

@@ -31,7 +31,7 @@ KNOB_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "cp": "CP", "ep": "EP", "vp":
                "zero": "ZeRO", "mb": "micro-batch", "recompute": "recompute",
                "sp": "sequence parallel", "tp_overlap": "TP comm overlap",
                "ep_overlap": "EP all-to-all overlap",
-               "etp": "experts folded below TP (ETP < TP)"}
+               "etp": "expert folding (ETP < TP)"}
 COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
                     "tp_comm": "tensor-parallel communication",
                     "cp_comm": "context-parallel communication",

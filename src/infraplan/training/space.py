@@ -232,7 +232,9 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
             return (f"vp={int(vp)}: interleaving needs the micro-batches per step, "
                     f"global_batch / (dp x micro_batch), to be a multiple of pp, and no "
                     f"allowed dp and micro_batch make them so")
-    if arch.is_moe and 1 not in knobs.etp:
+    # the experts split as wide as TP (etp left at tp, or pinned to it): would folding run?
+    as_tp = knobs.etp == (0,) or ("etp" in pinned and pinned["etp"] == pinned.get("tp"))
+    if arch.is_moe and as_tp:
         folded = build_space(arch, replace(knobs, etp=(1,)), seq_len=seq_len,
                              global_batch=global_batch)
         if folded._runnable(slice(None)).any():
