@@ -150,9 +150,8 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
     steps = step_time_arrays(arch, dev, fab, job.step_options(), p, storage=storage,
                              num_nodes=nodes)
     memory = training_memory_arrays(
-        arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep,
-        etp=p.etp if arch.is_moe else None, zero=p.zero, vp=p.vp, sequence_parallel=p.sp,
-        micro_batch=p.mb,
+        arch, job.memory_options(), tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, etp=p.etp,
+        zero=p.zero, vp=p.vp, sequence_parallel=p.sp, micro_batch=p.mb,
         num_microbatches=p.microbatches, recompute=p.recompute, ep_overlap=p.ep_overlap)
     model_flops, _ = flops_per_step(arch, job.step_options())
     _, selective, full = recompute_weights(p.recompute)

@@ -71,7 +71,6 @@ class Space:
     global_batch: int
     zero_free: bool = False  # ZeRO-0 is allowed: ZeRO >= 1 over one DP x CP rank repeats it
     expert_width: int = 0  # the routed experts' intermediate size (0: dense model)
-    etp_as_tp: bool = True  # etp 0 (= tp) is among the values: an explicit etp = tp repeats it
 
     @property
     def outer_rows(self) -> int:
@@ -117,7 +116,8 @@ class Space:
             # the experts' grid (plan._check_expert_grid): etp 0 means etp = tp, EP carved
             # out of DP x CP; a folded etp divides tp, and etp x EP the stage's tp x dp x cp
             etp = np.where(i["etp"] == 0, o["tp"], i["etp"])
-            distinct = (i["etp"] < o["tp"]) if self.etp_as_tp else True
+            # an explicit etp = tp repeats etp 0 (= tp) when that is among the values
+            distinct = (i["etp"] < o["tp"]) if (self.inner["etp"] == 0).any() else True
             ok &= (i["etp"] == 0) | (distinct & (o["tp"] % etp == 0))
             ok &= np.where(i["etp"] == 0, (o["dp"] * o["cp"]) % i["ep"],
                            (o["tp"] * o["dp"] * o["cp"]) % (etp * i["ep"])) == 0
@@ -180,8 +180,7 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     return Space(outer=o, inner=inner_axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,
                  zero_free=0 in knobs.zero,
-                 expert_width=arch.moe.expert.intermediate_size if arch.is_moe else 0,
-                 etp_as_tp=0 in etp_values)
+                 expert_width=arch.moe.expert.intermediate_size if arch.is_moe else 0)
 
 
 def _ep_values(arch: ModelArch, knobs: Knobs) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ from infraplan.physics import collectives as coll
 from infraplan.physics.compute import Device, gemm_time, memory_time
 from infraplan.physics.hardware import calibration
 from infraplan.physics.memory.pipeline import pipeline_groups, unique_rows
-from infraplan.physics.memory.states import stage_params, state_bytes
+from infraplan.physics.memory.states import expert_dp, stage_params, state_bytes
 from infraplan.training.layer_time import (ACT_BYTES, LayerTime, PlanArrays,
                                           gemm_operand_bytes, layer_time, overlapped)
 
@@ -185,12 +185,6 @@ def _stage_param_split(stages, p):
     return dense, experts
 
 
-def expert_dp(p) -> np.ndarray:
-    """Ranks holding the same experts (the expert grid etp x ep x this covers a stage's
-    tp x dp x cp ranks): their gradients sync, and ZeRO shards their states."""
-    return np.maximum(p.tp * p.dp * p.cp / (p.etp * p.ep), 1.0)
-
-
 def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: LayerTime,
                            moe_layer: LayerTime, stages):
     """Gradient synchronisation over DP x CP (experts over their expert-DP ranks).
@@ -208,7 +202,7 @@ def _data_parallel_exposed(arch, fab, opts, p, pp, vp, stage, dense_layer: Layer
     wb, gb, _ = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
     dense, experts = _stage_param_split(stages, p)
     dp_group = coll.group(p.dp * p.cp, p.tp, fab)
-    edp_group = coll.group(expert_dp(p), p.etp * p.ep, fab)
+    edp_group = coll.group(expert_dp(p.tp, p.dp, p.cp, p.etp, p.ep), p.etp * p.ep, fab)
 
     def sync(dense_bytes, expert_bytes, fn):
         return fn(dense_bytes, dp_group, fab) + fn(expert_bytes, edp_group, fab)
@@ -253,7 +247,8 @@ def _optimizer_time(arch, dev, opts, p, stages):
     wb, gb, k_opt = state_bytes(opts.precision, opts.grad_dtype, opts.optimizer)
     dense, experts = _stage_param_split(stages, p)
     shard = np.where(p.zero >= 1, p.dp * p.cp, 1.0)
-    params = dense / shard + experts / np.where(p.zero >= 1, expert_dp(p), 1.0)
+    params = dense / shard + experts / np.where(
+        p.zero >= 1, expert_dp(p.tp, p.dp, p.cp, p.etp, p.ep), 1.0)
     return memory_time(dev, params * (gb + 2 * k_opt + wb), count=4)
 
 

@@ -130,6 +130,13 @@ def stage_params(arch: ModelArch, pp: int, vp: int = 1) -> StageParams:
         max_layer_experts=float(max(p.routed_experts for p in layers)))
 
 
+def expert_dp(tp, dp, cp, etp, ep):
+    """Ranks holding the same routed experts: Megatron-Core's expert grid etp x ep x this
+    covers a pipeline stage's tp x dp x cp ranks (etp = tp: EP carved out of DP x CP). Their
+    gradients sync together, and ZeRO shards their states over them."""
+    return np.maximum(tp * dp * cp / (etp * ep), 1.0)
+
+
 LORA_TARGET_GROUPS = {
     "attention": ("q", "k", "v", "o"),
     "mlp": ("gate", "up", "down"),

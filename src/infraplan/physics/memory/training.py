@@ -27,7 +27,8 @@ from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.pipeline import (inflight_layer_units, inflight_microbatches,
                                                pipeline_groups)
 from infraplan.physics.memory.states import (FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
-                                             NF4_BYTES_PER_PARAM, lora_params_per_layer,
+                                             NF4_BYTES_PER_PARAM, expert_dp,
+                                             lora_params_per_layer,
                                              lora_shapes, lora_targets, stage_params,
                                              state_bytes)
 
@@ -157,11 +158,10 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
     arrays = np.broadcast_arrays(*(np.asarray(x) for x in (
         tp, pp, dp, cp, ep, tp if etp is None else etp, zero, vp, sequence_parallel,
         micro_batch, num_microbatches, recompute, ep_overlap)))
-    tp, pp, dp, cp, ep, etp_, zero, vp, sp, mb, m, rc, epo = (a.astype(float) for a in arrays)
+    tp, pp, dp, cp, ep, etp, zero, vp, sp, mb, m, rc, epo = (a.astype(float) for a in arrays)
     shape = tp.shape
-    columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, zero=zero, sp=sp, mb=mb, m=m, rc=rc, epo=epo)
-    if etp is not None:  # else the experts split as wide as tp (no column to index)
-        columns["etp"] = etp_
+    columns = dict(tp=tp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, sp=sp, mb=mb, m=m, rc=rc,
+                   epo=epo)
     out: dict[str, np.ndarray] = {}
     for (p_val, v_val), idx in pipeline_groups(pp, vp):
         sub = {name: arr.ravel()[idx] for name, arr in columns.items()}
@@ -180,13 +180,12 @@ def training_memory_arrays(arch: ModelArch, options: MemoryOptions, *, tp, pp, d
     return out
 
 
-def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, zero, sp, mb, m, rc, epo,
-                 etp=None):
-    etp = tp if etp is None else etp
+def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, etp, zero, sp, mb, m, rc,
+                 epo):
     stages = stage_params(arch, pp, vp)
     wb, gb, k_opt = state_bytes(options.precision, options.grad_dtype, options.optimizer)
     shard_dense = dp * cp
-    shard_expert = np.maximum(tp * dp * cp / (etp * ep), 1.0)
+    shard_expert = expert_dp(tp, dp, cp, etp, ep)
     dense = stages.tensor_sharded[rank] / tp + stages.replicated[rank]
     experts = stages.experts[rank] / (etp * ep)
     gemm_share = (stages.gemm[rank] - stages.experts[rank]) / tp + experts
