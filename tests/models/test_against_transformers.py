@@ -15,6 +15,7 @@ transformers = require("transformers")
 
 BASE = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=101, max_position_embeddings=128)
+BASE_NO_KV = {key: value for key, value in BASE.items() if key != "num_key_value_heads"}
 
 TINY = {
     "llama-gqa": dict(BASE, model_type="llama"),
@@ -107,21 +108,98 @@ TINY = {
                                      num_hidden_layers=2, num_attention_heads=4,
                                      vocab_size=101, parallel_attn=False, multi_query=False,
                                      bias=True, tie_word_embeddings=False),
+    # GlmConfig's defaults: biased q/k/v, head_dim 128 (not h / a), 2 key/value heads
+    "glm-defaults": dict(BASE_NO_KV, model_type="glm", pad_token_id=0),
+    "glm-nobias": dict(BASE, model_type="glm", attention_bias=False, head_dim=16,
+                       pad_token_id=0),
+    "glm4": dict(BASE, model_type="glm4", head_dim=16, tie_word_embeddings=True,
+                 pad_token_id=0),
+    "glm4_moe": dict(BASE, model_type="glm4_moe", num_hidden_layers=4, n_routed_experts=8,
+                     num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=2,
+                     first_k_dense_replace=2, n_group=2, topk_group=1, use_qk_norm=True,
+                     attention_bias=True, head_dim=16),
+    "glm4_moe-defaults": dict(BASE, model_type="glm4_moe", n_routed_experts=4,
+                              num_experts_per_tok=2, moe_intermediate_size=32),
+    "dots1": dict(BASE, model_type="dots1", num_hidden_layers=4, n_routed_experts=8,
+                  num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=2,
+                  first_k_dense_replace=1, attention_bias=True, sliding_window=8,
+                  max_window_layers=2),
+    "dots1-nowindow": dict(BASE, model_type="dots1", n_routed_experts=4,
+                           num_experts_per_tok=1, moe_intermediate_size=32, n_shared_experts=1),
+    "phimoe": dict(BASE, model_type="phimoe", num_local_experts=4, num_experts_per_tok=2),
+    "phimoe-biases": dict(BASE, model_type="phimoe", num_local_experts=4,
+                          num_experts_per_tok=1, attention_bias=True, lm_head_bias=True),
+    # (transformers' DbrxAttention needs attn_config's rope_theta, which has no default,
+    # and clip_qkv, whose default None fails in forward; DBRX's config.json sets both)
+    "dbrx": dict(model_type="dbrx", d_model=64, n_heads=4, n_layers=2, max_seq_len=128,
+                 vocab_size=101, attn_config=dict(kv_n_heads=2, rope_theta=5e5, clip_qkv=8),
+                 ffn_config=dict(ffn_hidden_size=48, moe_num_experts=4, moe_top_k=2)),
+    # DbrxConfig's defaults: 1 key/value head, 4 experts of width 3584, top-1
+    "dbrx-defaults": dict(model_type="dbrx", d_model=64, n_heads=4, n_layers=2,
+                          max_seq_len=128, vocab_size=101,
+                          attn_config=dict(rope_theta=5e5, clip_qkv=8)),
+    # Ernie4_5Config's defaults: head_dim 128, tied embeddings
+    "ernie4_5-biases": dict(BASE, model_type="ernie4_5", use_bias=True),
+    "ernie4_5-untied": dict(BASE, model_type="ernie4_5", head_dim=16,
+                            tie_word_embeddings=False),
+    "ernie4_5_moe": dict(BASE, model_type="ernie4_5_moe", num_hidden_layers=5,
+                         moe_num_experts=6, moe_k=2, moe_intermediate_size=32,
+                         moe_num_shared_experts=2, moe_layer_start_index=1,
+                         moe_layer_end_index=3, use_bias=True),
+    "ernie4_5_moe-interval": dict(BASE, model_type="ernie4_5_moe", num_hidden_layers=4,
+                                  moe_num_experts=4, moe_k=1, moe_intermediate_size=32,
+                                  moe_num_shared_experts=0, moe_layer_start_index=0,
+                                  moe_layer_interval=2, tie_word_embeddings=False),
+    # SeedOssConfig's defaults: biased q/k/v, head_dim 128
+    "seed_oss": dict(BASE, model_type="seed_oss", attention_out_bias=True, mlp_bias=True),
+    "seed_oss-nobias": dict(BASE, model_type="seed_oss", attention_bias=False, head_dim=16),
+    "smollm3": dict(BASE, model_type="smollm3", num_hidden_layers=5, use_sliding_window=True,
+                    sliding_window=8, pad_token_id=0),
+    "smollm3-untied-biases": dict(BASE, model_type="smollm3", tie_word_embeddings=False,
+                                  attention_bias=True, mlp_bias=True, pad_token_id=0),
+    "hunyuan_v1_dense": dict(BASE, model_type="hunyuan_v1_dense", attention_bias=True,
+                             head_dim=16),
+    # (HunYuanMoEV1Config leaves head_dim None and its attention then fails: configs set it)
+    "hunyuan_v1_moe": dict(BASE, model_type="hunyuan_v1_moe", num_experts=4,
+                           moe_topk=[2, 2, 2], head_dim=16),
+    "hunyuan_v1_moe-tied": dict(BASE, model_type="hunyuan_v1_moe", num_experts=4, moe_topk=1,
+                                tie_word_embeddings=True, attention_bias=True, head_dim=24),
+    "arcee": dict(BASE, model_type="arcee"),
+    "arcee-biases": dict(BASE, model_type="arcee", attention_bias=True, mlp_bias=True),
+    # transformers has no kimi_k2 class: built as deepseek_v3 (AS_TRANSFORMERS)
+    "kimi_k2": dict(BASE, model_type="kimi_k2", num_key_value_heads=4, q_lora_rank=24,
+                    kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                    n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                    n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1),
 }
+# the model_type a family's checkpoints are built with in transformers, where it differs
+AS_TRANSFORMERS = {"kimi_k2": "deepseek_v3"}
 
 
 def build(config: dict):
-    cfg = transformers.AutoConfig.for_model(**config)
+    model_type = AS_TRANSFORMERS.get(config["model_type"], config["model_type"])
+    cfg = transformers.AutoConfig.for_model(**dict(config, model_type=model_type))
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(cfg).eval()
 
 
-def active_params(model, config) -> int:
+def routing(model) -> tuple[int, int]:
+    """(experts per token, routed experts) as the built model's config has them (defaults
+    filled in; DBRX keeps them in ffn_config, Hunyuan may give moe_topk per layer)."""
+    cfg = getattr(model.config, "ffn_config", model.config)
+
+    def first(*names):
+        return next((v for v in (getattr(cfg, n, None) for n in names) if v is not None), 1)
+
+    k = first("num_experts_per_tok", "moe_top_k")
+    n = first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    return (k[0] if isinstance(k, list) else k), n
+
+
+def active_params(model) -> int:
     """Count what one token touches: all parameters, with each MoE layer's routed experts
     counted as experts_per_token / num_experts of them."""
-    k = config.get("num_experts_per_tok", 1)
-    n = config.get("num_local_experts") or config.get("num_experts") or \
-        config.get("n_routed_experts") or 1
+    k, n = routing(model)
     total = 0
     for name, p in model.named_parameters():
         routed = ".experts." in name or name.endswith(".experts.gate_up_proj") or \
@@ -137,7 +215,7 @@ def test_parameter_count_matches_transformers(label):
     expected = sum(p.numel() for p in model.parameters())
     counts = param_counts(arch_from_config(config, name=label, origin=label))
     assert counts.total == expected
-    assert counts.active == active_params(model, config)
+    assert counts.active == active_params(model)
 
 
 @pytest.mark.parametrize("label", ["llama-gqa", "llama-mqa-headdim", "gpt2", "qwen3",
@@ -145,7 +223,11 @@ def test_parameter_count_matches_transformers(label):
                                    "gpt_neox", "opt", "bloom", "mpt", "gpt_bigcode-mqa",
                                    "falcon-7b-style", "starcoder2", "olmo2", "olmoe",
                                    "cohere-qknorm", "phi", "stablelm",
-                                   "deepseek_v2-lite-style"])
+                                   "deepseek_v2-lite-style", "glm-defaults", "glm4",
+                                   "glm4_moe", "dots1-nowindow", "phimoe", "dbrx",
+                                   "dbrx-defaults", "ernie4_5-biases", "ernie4_5_moe",
+                                   "seed_oss", "smollm3-untied-biases", "hunyuan_v1_dense",
+                                   "hunyuan_v1_moe", "arcee", "kimi_k2"])
 def test_kv_cache_bytes_match_a_real_cache(label):
     config = TINY[label]
     model = build(config).to(torch.bfloat16)
@@ -165,7 +247,7 @@ def test_kv_cache_bytes_match_a_real_cache(label):
 
 
 @pytest.mark.parametrize("label", ["gemma2", "gemma3_text", "olmo3", "cohere2", "exaone4",
-                                   "gpt_oss", "llama4_text"])
+                                   "gpt_oss", "llama4_text", "dots1", "smollm3"])
 def test_local_layers_match_the_layers_a_real_cache_caps(label):
     """Families that alternate local (sliding-window) and global layers: the layers whose
     cache stops growing are the ones we count as windowed. transformers keeps w - 1 past

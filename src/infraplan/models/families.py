@@ -14,6 +14,7 @@ from typing import Any
 from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 from infraplan.models import families_gpt as gpt
+from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
 from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_attention,
                                             with_moe)
@@ -123,6 +124,9 @@ FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
     "qwen3_moe": lambda cfg, name: _qwen_moe(cfg, name, qk_norm=True),
     "deepseek_v3": _deepseek_v3,
     "deepseek_v2": _deepseek_v3,  # same MLA and DeepSeekMoE keys (DeepSeek-V2 Sec. 2)
+    # Kimi K2's config.json: model_type kimi_k2 with DeepSeek-V3's layout and keys; transformers
+    # has no kimi_k2 class, the shapes are models/deepseek_v3/modeling_deepseek_v3.py's
+    "kimi_k2": _deepseek_v3,
     "nemotron": _nemotron,
     # Phi-3 fuses q/k/v and gate/up into single linears of the same total shape
     "phi3": var.llama_like,
@@ -153,6 +157,19 @@ FAMILIES: dict[str, Callable[[ConfigReader, str], ModelArch]] = {
     "gpt_bigcode": gpt.gpt_bigcode,
     "falcon": gpt.falcon,
     "starcoder2": gpt.starcoder2,
+    "glm": recent.glm,
+    "glm4": recent.glm4,
+    "glm4_moe": recent.glm4_moe,
+    "dots1": recent.dots1,
+    "phimoe": recent.phimoe,
+    "dbrx": recent.dbrx,
+    "ernie4_5": recent.ernie4_5,
+    "ernie4_5_moe": recent.ernie4_5_moe,
+    "seed_oss": recent.seed_oss,
+    "smollm3": recent.smollm3,
+    "hunyuan_v1_dense": recent.hunyuan_dense,
+    "hunyuan_v1_moe": recent.hunyuan_moe,
+    "arcee": recent.arcee,
 }
 
 
