@@ -19,6 +19,8 @@ from infraplan.models.families import FAMILIES, arch_from_config
     ("llama-2-7b", 6_738_415_616, 6_738_415_616),
     ("llama-2-70b", 68_976_648_192, 68_976_648_192),
     ("gpt2", 124_439_808, 124_439_808),
+    # transformers on the meta device; the model card's "235B total, 22B activated"
+    ("qwen3-235b-a22b", 235_093_634_560, 22_190_763_520),
 ])
 def test_published_parameter_counts(name, total, active):
     counts = param_counts(load_model(name))
