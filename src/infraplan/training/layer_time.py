@@ -258,20 +258,20 @@ def _expert_all_to_all(arch, fab, p, tokens):
     backward (and the recomputed forward); expert-parallel ranks follow TP and CP (the
     experts' TP when folded).
 
-    Megatron-Core's all-to-all dispatcher sends every routed copy. A model with
-    group-limited routing is dispatched as DeepSeek-V3 does (report Sec. 3.2.2; DeepEP): a
-    token crosses the network once per destination node, then NVLink forwards it to the
-    experts there, so only the distinct remote nodes count against the NIC."""
+    Dispatched as the node-aware dispatchers do (DeepEP, DeepSeek-V3 report Sec. 3.2.2;
+    HybridEP; Megatron-Core's flex dispatcher, which the Megatron-Core MoE report,
+    arXiv:2603.07685 Sec. 8.1, runs for every MoE model it benchmarks): a token crosses the
+    network once per destination node, then NVLink forwards it to the experts there, so
+    only the distinct remote nodes count against the NIC; group-limited routing bounds
+    those nodes further. (Megatron-Core's plain all-to-all dispatcher sends every routed
+    copy: up to k / distinct-nodes times the inter-node bytes.)"""
     moe = arch.moe
     # folded (etp < tp): a rank dispatches only its etp/tp share of the TP group's tokens,
     # and the EP group is etp-strided over the stage's ranks instead of carved out of DP x CP
     size = tokens * p.etp / p.tp * moe.experts_per_token * arch.hidden_size * ACT_BYTES
     group = coll.group(p.ep, np.where(p.etp < p.tp, p.etp, p.tp * p.cp), fab)
-    remote = None
-    if moe.expert_groups > 1:
-        nodes = group.size / group.per_node
-        remote = distinct_nodes_per_token(moe, nodes) * (nodes - 1) / nodes \
-            / moe.experts_per_token
+    nodes = group.size / group.per_node
+    remote = distinct_nodes_per_token(moe, nodes) * (nodes - 1) / nodes / moe.experts_per_token
     passes = 2 + recompute_weights(p.recompute)[2]
     return 2 * passes * coll.all_to_all(size, group, fab, remote_share=remote)
 
