@@ -130,3 +130,17 @@ def with_moe(arch: ModelArch, moe: MoeSpec, layers: tuple[int, ...],
         raise InputError(f"{cfg.origin}: num_experts_per_tok {moe.experts_per_token} exceeds "
                          f"the {moe.num_experts} experts")
     return replace(arch, moe=moe, moe_layers=layers)
+
+
+def group_limited_moe(cfg: ConfigReader, expert, shared) -> MoeSpec:
+    """DeepSeek-V3's routing keys: `n_routed_experts` experts, `num_experts_per_tok` per
+    token, drawn from `topk_group` of `n_group` expert groups (report Sec. 2.1.2; the
+    models that copy its MoE block read the same keys)."""
+    experts = cfg.int("n_routed_experts", "num_local_experts")
+    groups = cfg.int("n_group", default=1)
+    picked = cfg.int("topk_group", default=groups)
+    if experts % groups or picked > groups:
+        raise InputError(f"{cfg.origin}: n_group={groups} must divide n_routed_experts="
+                         f"{experts} and be >= topk_group={picked}")
+    return MoeSpec(num_experts=experts, experts_per_token=cfg.int("num_experts_per_tok"),
+                   expert=expert, shared=shared, expert_groups=groups, groups_per_token=picked)

@@ -17,7 +17,7 @@ from infraplan.models import families_gpt as gpt
 from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
 from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_attention,
-                                            with_moe)
+                                            group_limited_moe, with_moe)
 
 
 def _qwen2(cfg: ConfigReader, name: str) -> ModelArch:
@@ -77,14 +77,7 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
     n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
     shared = MlpSpec(intermediate_size=expert.intermediate_size * n_shared, gated=True,
                      activation=act) if n_shared else None
-    experts = cfg.int("n_routed_experts", "num_local_experts")
-    groups = cfg.int("n_group", default=1)
-    picked = cfg.int("topk_group", default=groups)
-    if experts % groups or picked > groups:
-        raise InputError(f"{cfg.origin}: n_group={groups} must divide n_routed_experts="
-                         f"{experts} and be >= topk_group={picked}")
-    moe = MoeSpec(num_experts=experts, experts_per_token=cfg.int("num_experts_per_tok"),
-                  expert=expert, shared=shared, expert_groups=groups, groups_per_token=picked)
+    moe = group_limited_moe(cfg, expert, shared)
     first_dense = cfg.int("first_k_dense_replace", default=0, minimum=0)
     freq = cfg.int("moe_layer_freq", default=1)
     num_layers = cfg.int("num_hidden_layers")

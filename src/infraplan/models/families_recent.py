@@ -21,7 +21,7 @@ from infraplan.errors import InputError
 from infraplan.models import families_gpt as gpt
 from infraplan.models import families_variants as var
 from infraplan.models.arch import MlpSpec, ModelArch, MoeSpec
-from infraplan.models.config_reader import ConfigReader, with_moe
+from infraplan.models.config_reader import ConfigReader, group_limited_moe, with_moe
 
 # the family's modeling file has no sliding-window attention and no MLP bias
 _PLAIN = dict(sliding_window=None, mlp_bias=False)
@@ -57,14 +57,7 @@ def _deepseek_moe(cfg: ConfigReader, dense: ModelArch) -> ModelArch:
     expert = _experts(cfg)
     n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
     shared = _experts(cfg, count=n_shared) if n_shared else None
-    experts = cfg.int("n_routed_experts")
-    groups = cfg.int("n_group", default=1)
-    picked = cfg.int("topk_group", default=groups)
-    if experts % groups or picked > groups:
-        raise InputError(f"{cfg.origin}: n_group={groups} must divide n_routed_experts="
-                         f"{experts} and be >= topk_group={picked}")
-    moe = MoeSpec(num_experts=experts, experts_per_token=cfg.int("num_experts_per_tok"),
-                  expert=expert, shared=shared, expert_groups=groups, groups_per_token=picked)
+    moe = group_limited_moe(cfg, expert, shared)
     first = cfg.int("first_k_dense_replace", default=0, minimum=0)
     return with_moe(dense, moe, tuple(range(first, dense.num_layers)), cfg)
 
