@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from infraplan.errors import InputError
-from infraplan.models.arch import AttentionSpec, ModelArch, MoeSpec
+from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 
 _REQUIRED = object()
 # the largest size a config may give (a width, a vocabulary, a count): int32's limit, as in
@@ -132,10 +132,17 @@ def with_moe(arch: ModelArch, moe: MoeSpec, layers: tuple[int, ...],
     return replace(arch, moe=moe, moe_layers=layers)
 
 
-def group_limited_moe(cfg: ConfigReader, expert, shared) -> MoeSpec:
-    """DeepSeek-V3's routing keys: `n_routed_experts` experts, `num_experts_per_tok` per
-    token, drawn from `topk_group` of `n_group` expert groups (report Sec. 2.1.2; the
-    models that copy its MoE block read the same keys)."""
+def group_limited_moe(cfg: ConfigReader) -> MoeSpec:
+    """DeepSeek-V3's MoE block as its config keys describe it (report Sec. 2.1.2; the
+    models that copy the block read the same keys): `n_routed_experts` SwiGLU experts of
+    `moe_intermediate_size`, one shared MLP `n_shared_experts` times as wide, and
+    `num_experts_per_tok` experts per token drawn from `topk_group` of `n_group` groups."""
+    act = cfg.text("hidden_act", default="silu")
+    expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
+                     activation=act)
+    n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
+    shared = MlpSpec(intermediate_size=expert.intermediate_size * n_shared, gated=True,
+                     activation=act) if n_shared else None
     experts = cfg.int("n_routed_experts", "num_local_experts")
     groups = cfg.int("n_group", default=1)
     picked = cfg.int("topk_group", default=groups)

@@ -72,12 +72,7 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
         q_lora_rank=cfg.optional_int("q_lora_rank"), kv_lora_rank=cfg.int("kv_lora_rank"),
         qk_rope_head_dim=rope)
     act = cfg.text("hidden_act", default="silu")
-    expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
-                     activation=act)
-    n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
-    shared = MlpSpec(intermediate_size=expert.intermediate_size * n_shared, gated=True,
-                     activation=act) if n_shared else None
-    moe = group_limited_moe(cfg, expert, shared)
+    moe = group_limited_moe(cfg)
     first_dense = cfg.int("first_k_dense_replace", default=0, minimum=0)
     freq = cfg.int("moe_layer_freq", default=1)
     num_layers = cfg.int("num_hidden_layers")

@@ -54,10 +54,7 @@ def _deepseek_moe(cfg: ConfigReader, dense: ModelArch) -> ModelArch:
     without bias (its e_score_correction_bias is a buffer, not a parameter), dense FFNs on
     the first `first_k_dense_replace` layers. transformers models/glm4_moe/
     modeling_glm4_moe.py: Glm4MoeMoE, Glm4MoeTopkRouter, Glm4MoeDecoderLayer (dots1 same)."""
-    expert = _experts(cfg)
-    n_shared = cfg.int("n_shared_experts", default=0, minimum=0)
-    shared = _experts(cfg, count=n_shared) if n_shared else None
-    moe = group_limited_moe(cfg, expert, shared)
+    moe = group_limited_moe(cfg)
     first = cfg.int("first_k_dense_replace", default=0, minimum=0)
     return with_moe(dense, moe, tuple(range(first, dense.num_layers)), cfg)
 
