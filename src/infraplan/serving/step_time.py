@@ -134,6 +134,20 @@ def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes
     return np.where(m > 0, seconds, 0.0)
 
 
+def routed_expert_s(dev: Device, tokens, n: float, k: float, experts: int, top_k: float,
+                    weight_bytes: float, layers: float = 1.0,
+                    imbalance: float = 1.0) -> np.ndarray:
+    """Seconds of one routed-expert GEMM (k -> n per expert) in `layers` MoE layers for
+    `tokens` tokens sent to `top_k` of `experts` experts each: the touched experts as one
+    grouped kernel (the module docstring's MoE term)."""
+    tokens = np.asarray(tokens, dtype=float)
+    touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    rows = np.divide(tokens * top_k * imbalance, touched, out=np.zeros_like(tokens),
+                     where=touched > 0)
+    return _roofline(dev, rows, n, k, weight_bytes, dtype_bytes("bf16"), layers,
+                     groups=touched)
+
+
 SPLIT_K_MIN_DEPTH = 512  # K elements each slice of a stream-K GEMM keeps
 # Tensor-core tiles for few-row GEMMs (MMA is 16 rows deep on Ampere and Hopper): decode
 # kernels pick them; their lower relative efficiency reflects operand re-reads per FLOP.
@@ -222,12 +236,9 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
             # vocabulary-parallel logits (fp32) gathered on the rank that samples
             head = head + all_gather(rows * g.fan_out * 4.0, group(tp, 1, fab), fab)
         elif g.routed_expert:
-            experts, top_k = arch.moe.num_experts, g.tokens_per_token
-            touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-            rows = np.divide(tokens * top_k * expert_imbalance, touched,
-                             out=np.zeros_like(tokens), where=touched > 0)
-            linear += _roofline(dev, rows, n, k, weights.bytes_per_weight, act, g.layers,
-                                groups=touched)
+            linear += routed_expert_s(dev, tokens, n, k, arch.moe.num_experts,
+                                      g.tokens_per_token, weights.bytes_per_weight,
+                                      g.layers, expert_imbalance)
         else:
             linear += _roofline(dev, tokens * g.tokens_per_token, n, k,
                                 weights.bytes_per_weight, act, g.layers)
