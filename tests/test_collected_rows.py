@@ -46,7 +46,7 @@ README_QUOTES = {
     ("serving_collected.csv", validate_serving, 29),
     ("serving_holdout.csv", validate_serving, 109),
     ("serving_latency.csv", validate_serving, 120),
-    ("serving_perf_tables.csv", validate_serving, 481),
+    ("serving_perf_tables.csv", validate_serving, 519),
     ("serving_static_tables.csv", validate_serving, 110),
     ("serving_early_tables.csv", validate_serving, 225),
 ])
