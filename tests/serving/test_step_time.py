@@ -337,3 +337,25 @@ def test_routed_experts_match_a_measured_fused_moe_kernel():
                                   g.tokens_per_token, 1.0) for g in routed)
     measured = np.array(list(L40S_QWEN3_MOE_FP8_US.values())) * 1e-6
     assert np.all(np.abs(seconds / measured - 1) < 0.15), seconds / measured
+
+
+def test_smoothquant_pays_two_quantize_kernels_a_layer(monkeypatch):
+    """W8A8 SmoothQuant: the attention output and the MLP activation (h 4096 and 14336 wide
+    for Llama 3.1 8B) are read in 16 bits and written in int8 by a kernel of their own, two
+    launches in each of 32 layers; fp8 and the B300's dequantised int8 have none."""
+    from infraplan.physics.compute import memory_time
+    from infraplan.serving import quantization
+
+    a100 = load_catalog().accelerators.get("a100-sxm4-40gb")
+    assert weight_format("int8", a100, "bf16").quantize_kernels_per_layer == 2
+    assert weight_format("fp8", H100, "bf16").quantize_kernels_per_layer == 0
+    b300 = load_catalog().accelerators.get("b300-sxm-288gb")
+    assert weight_format("int8", b300, "bf16").quantize_kernels_per_layer == 0
+    dep = Deployment(model="llama-3.1-8b", gpu="a100-sxm4-40gb", weight_dtype="int8")
+    tokens = 512
+    with_kernels = resolve(dep).step.linear_s[tokens]
+    monkeypatch.setattr(quantization, "SMOOTHQUANT_UNFUSED_INPUTS", 0)
+    without = resolve(dep).step.linear_s[tokens]
+    dev = hardware.device(a100.name, "int8", use="serving")
+    assert with_kernels - without == pytest.approx(
+        memory_time(dev, tokens * 32 * 3 * (4096 + 14336), count=64))

@@ -5,7 +5,12 @@ A format is what the engines ship, not a dtype alone:
   fp8 tensor cores where the chip has them (Hopper, Ada, Blackwell; TensorRT-LLM and vLLM
   "fp8" checkpoints). Chips without fp8 run the weights through a weight-only kernel (vLLM's
   Marlin fp8 path on Ampere): fp8 bytes, 16-bit math.
-- int8 (W8A8 SmoothQuant, Xiao et al. 2023): int8 GEMMs on int8 tensor cores.
+- int8 (W8A8 SmoothQuant, Xiao et al. 2023): int8 GEMMs on int8 tensor cores. Of a layer's
+  four GEMM inputs, two (the QKV and gate/up inputs) are smoothed and quantized inside the
+  RMSNorm before them; the other two (the attention output and the MLP activation) have no
+  norm to fold the smoothing factors into and pass through an element-wise kernel of their
+  own (a TensorRT-LLM developer, NVIDIA/TensorRT-LLM#2074: "two smooth operations can not be
+  merged with LN in one layer"; "int8 smoothquant has quant/dequant cost").
 - int4 (W4A16 AWQ / GPTQ, group size 128): packed 4-bit weights plus one fp16 scale per
   group of 128 (AWQ, Lin et al. 2024, Sec. 5; 2/128 bytes per weight), dequantised to 16
   bits inside the GEMM (Marlin kernels), so the math runs at the 16-bit rate.
@@ -79,6 +84,12 @@ class WeightFormat:
     name: str
     bytes_per_weight: float
     gemm_dtype: str  # the dtype whose tensor-core peak the GEMMs run at
+    # GEMM inputs per layer quantized by an element-wise kernel of their own (SmoothQuant's
+    # attention output and MLP activation); fp8, fp4 and weight-only formats fuse theirs
+    quantize_kernels_per_layer: int = 0
+
+
+SMOOTHQUANT_UNFUSED_INPUTS = 2
 
 
 def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightFormat:
@@ -92,8 +103,10 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
         # a tensor path slower than 16-bit math (Blackwell Ultra's INT8, cut to 0.15 POP/s)
         # is not taken: the weights are dequantised into the 16-bit GEMM instead
         native = gpu.peak_flops.get(dtype, 0.0) >= gpu.peak_flops_for(activation_dtype)
+        smoothquant = dtype == "int8" and native
         return WeightFormat(dtype, _TENSOR_CORE_FORMAT_BYTES[dtype],
-                            dtype if native else activation_dtype)
+                            dtype if native else activation_dtype,
+                            SMOOTHQUANT_UNFUSED_INPUTS if smoothquant else 0)
     raise InputError(f"weight_dtype {name!r} is not a serving weight format",
                      fix="use one of " + ", ".join(SERVING_WEIGHT_DTYPES))
 

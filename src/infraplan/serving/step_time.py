@@ -24,7 +24,8 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
 - Tensor parallelism: two all-reduces of T x h activations per layer (after the attention
   output and the MLP down projections), over the node's links (physics/collectives.py);
   one where attention and MLP run in parallel and their outputs are summed first.
-- Element-wise work (norms, residual adds, rotary, SwiGLU) at memory bandwidth.
+- Element-wise work (norms, residual adds, rotary, SwiGLU) at memory bandwidth; int8
+  SmoothQuant adds two quantize kernels a layer (quantization.py).
 - The LM head runs only for the sequences sampled in the step (the last token of each),
   then a fixed per-step engine overhead (scheduling, sampling, launch) from the engine row.
 
@@ -47,7 +48,7 @@ from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
-from infraplan.physics.compute import GEMM_TILES, Device, gemm_kernels_s
+from infraplan.physics.compute import GEMM_TILES, Device, gemm_kernels_s, memory_time
 from infraplan.serving.memory import kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
@@ -249,6 +250,13 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     per_token_bytes = act * (_ELEMENTWISE_H * h + 2 * (at.q_width + at.num_kv_heads
                                                         * at.head_dim) / tp + 3 * ffn / tp)
     linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
+    if weights.quantize_kernels_per_layer:
+        # SmoothQuant's own kernels for the attention output and the MLP activation: read
+        # 16-bit, write int8, one launch each per layer (quantization.py)
+        quantize_bytes = (act + 1) * (at.q_width + ffn) / tp
+        linear += np.where(tokens > 0, memory_time(
+            dev, tokens * layers * quantize_bytes,
+            count=weights.quantize_kernels_per_layer * layers), 0.0)
     if arch.is_moe:
         linear += tokens * arch.num_moe_layers * moe_routing_bytes_per_token(arch) \
             / dev.memory_bytes_per_s
