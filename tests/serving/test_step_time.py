@@ -8,6 +8,7 @@ import pytest
 from infraplan.catalog import load_catalog
 from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
+from infraplan.physics.compute import memory_time
 from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.memory import weight_bytes_per_gpu
 from infraplan.serving.quantization import weight_format
@@ -343,7 +344,6 @@ def test_smoothquant_pays_two_quantize_kernels_a_layer(monkeypatch):
     """W8A8 SmoothQuant: the attention output and the MLP activation (h 4096 and 14336 wide
     for Llama 3.1 8B) are read in 16 bits and written in int8 by a kernel of their own, two
     launches in each of 32 layers; fp8 and the B300's dequantised int8 have none."""
-    from infraplan.physics.compute import memory_time
     from infraplan.serving import quantization
 
     a100 = load_catalog().accelerators.get("a100-sxm4-40gb")
@@ -359,3 +359,27 @@ def test_smoothquant_pays_two_quantize_kernels_a_layer(monkeypatch):
     dev = hardware.device(a100.name, "int8", use="serving")
     assert with_kernels - without == pytest.approx(
         memory_time(dev, tokens * 32 * 3 * (4096 + 14336), count=64))
+
+
+def test_vllm_v0_quantizes_every_fp8_gemm_input_on_its_own():
+    """vLLM before 0.8 runs scaled_fp8_quant before each of a layer's four fp8 GEMMs (QKV
+    and gate/up inputs h wide, attention output 4096 and MLP activation 14336 for Llama 3.1
+    8B at TP 1); its newest release, TensorRT-LLM's fp8 and vLLM's weight-only fp8 on an
+    A100 (no fp8 tensor cores: nothing to quantize) pay none."""
+    base = Deployment(model="llama-3.1-8b", gpu="h100", weight_dtype="fp8", engine="vllm",
+                      engine_version="0.5.4")
+
+    def step(**update):
+        return resolve(base.model_copy(update=update)).step
+
+    old, new, trt = step(), step(engine_version=None), step(engine="tensorrt-llm",
+                                                           engine_version="0.17")
+    tokens = 64
+    dev = hardware.device(H100.name, "fp8", use="serving")
+    extra = memory_time(dev, tokens * 32 * 3 * (2 * 4096 + 4096 + 14336), count=4 * 32)
+    assert old.linear_s[tokens] - new.linear_s[tokens] == pytest.approx(extra)
+    assert new.linear_s[tokens] == pytest.approx(trt.linear_s[tokens])
+    a100 = Deployment(model="llama-3.1-8b", gpu="a100-sxm4-80gb", weight_dtype="fp8",
+                      engine="vllm", engine_version="0.5.4")
+    assert resolve(a100).step.linear_s[tokens] == pytest.approx(
+        resolve(a100.model_copy(update={"engine_version": None})).step.linear_s[tokens])

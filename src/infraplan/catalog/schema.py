@@ -266,6 +266,26 @@ class GroupedDecode(BaseModel):
         return sizes_ok and (self.head_dims is None or head_dim in self.head_dims)
 
 
+ALL_GEMM_INPUTS = 4  # QKV, attention output, gate/up, MLP activation
+
+
+class UnfusedQuantization(BaseModel):
+    """Releases older than `until` quantize every GEMM input of the listed weight formats
+    in a kernel of its own before the GEMM (QKV, attention output, gate/up, MLP
+    activation: four a layer) instead of fusing it into the kernel before."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    formats: tuple[str, ...] = Field(min_length=1)
+    until: str = Field(pattern=rf"^{RELEASE.pattern}$")
+    source: str = Field(min_length=3)
+
+    def covers(self, weight_format: str, version: str | None) -> bool:
+        """Whether release `version` (None: the newest) quantizes `weight_format` so."""
+        return weight_format in self.formats and version is not None \
+            and release(version) < release(self.until)
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -304,6 +324,17 @@ class Engine(Row):
         default=(), description="releases of the decode attention kernel, oldest first; "
                                 "empty: every release groups any GQA shape (FlashAttention / "
                                 "FlashInfer decode)")
+
+    unfused_quantization: tuple[UnfusedQuantization, ...] = Field(
+        default=(), description="releases that quantize each GEMM input in its own kernel")
+
+    def quantize_kernels_per_layer(self, weight_format: str, version: str | None,
+                                   least: int) -> int:
+        """Element-wise quantize kernels a layer: four where a release quantizes every GEMM
+        input on its own, else the format's own `least` (quantization.WeightFormat)."""
+        if any(rule.covers(weight_format, version) for rule in self.unfused_quantization):
+            return ALL_GEMM_INPUTS
+        return least
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel

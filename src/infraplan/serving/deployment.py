@@ -3,7 +3,7 @@ limits, and what it resolves to (step-time tables, KV capacity, batch limits).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -173,6 +173,9 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
+    if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only
+        weights = replace(weights, quantize_kernels_per_layer=engine.quantize_kernels_per_layer(
+            weights.name, dep.engine_version, weights.quantize_kernels_per_layer))
     kv_dtype = dep.kv_dtype or act
     max_seqs, max_tokens = engine.batch_limits(gpu)
     static = dep.batch_size if dep.batching == "static" else None

@@ -25,7 +25,8 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   output and the MLP down projections), over the node's links (physics/collectives.py);
   one where attention and MLP run in parallel and their outputs are summed first.
 - Element-wise work (norms, residual adds, rotary, SwiGLU) at memory bandwidth; int8
-  SmoothQuant adds two quantize kernels a layer (quantization.py).
+  SmoothQuant adds two quantize kernels a layer (quantization.py), engine releases that
+  quantize every GEMM input on its own four (catalog engines, `unfused_quantization`).
 - The LM head runs only for the sequences sampled in the step (the last token of each),
   then a fixed per-step engine overhead (scheduling, sampling, launch) from the engine row.
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infraplan.catalog.schema import Accelerator
+from infraplan.catalog.schema import ALL_GEMM_INPUTS, Accelerator
 from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
@@ -251,11 +252,15 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                                                         * at.head_dim) / tp + 3 * ffn / tp)
     linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
     if weights.quantize_kernels_per_layer:
-        # SmoothQuant's own kernels for the attention output and the MLP activation: read
-        # 16-bit, write int8, one launch each per layer (quantization.py)
-        quantize_bytes = (act + 1) * (at.q_width + ffn) / tp
+        # GEMM inputs quantized in kernels of their own, read 16-bit and written in 8 bits,
+        # one launch each per layer: the attention output and the MLP activation
+        # (SmoothQuant, quantization.py), and where all four are, the QKV and gate/up
+        # inputs too (h wide on every rank; catalog Engine.unfused_quantization)
+        widths = (at.q_width + ffn) / tp
+        if weights.quantize_kernels_per_layer == ALL_GEMM_INPUTS:
+            widths += 2 * h
         linear += np.where(tokens > 0, memory_time(
-            dev, tokens * layers * quantize_bytes,
+            dev, tokens * layers * (act + 1) * widths,
             count=weights.quantize_kernels_per_layer * layers), 0.0)
     if arch.is_moe:
         linear += tokens * arch.num_moe_layers * moe_routing_bytes_per_token(arch) \
