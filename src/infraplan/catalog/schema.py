@@ -276,7 +276,8 @@ class UnfusedQuantization(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    formats: tuple[str, ...] = Field(min_length=1)
+    formats: tuple[Literal["fp8", "int8", "fp4"], ...] = Field(
+        min_length=1, description="formats whose activations are quantized (W8A8, W4A4)")
     until: str = Field(pattern=rf"^{RELEASE.pattern}$")
     source: str = Field(min_length=3)
 
