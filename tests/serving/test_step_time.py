@@ -354,7 +354,7 @@ def test_smoothquant_pays_two_quantize_kernels_a_layer(monkeypatch):
     dep = Deployment(model="llama-3.1-8b", gpu="a100-sxm4-40gb", weight_dtype="int8")
     tokens = 512
     with_kernels = resolve(dep).step.linear_s[tokens]
-    monkeypatch.setattr(quantization, "SMOOTHQUANT_UNFUSED_INPUTS", 0)
+    monkeypatch.setattr(quantization, "SMOOTHQUANT_UNFUSED_INPUTS", ())
     without = resolve(dep).step.linear_s[tokens]
     dev = hardware.device(a100.name, "int8", use="serving")
     assert with_kernels - without == pytest.approx(

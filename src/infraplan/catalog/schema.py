@@ -266,7 +266,8 @@ class GroupedDecode(BaseModel):
         return sizes_ok and (self.head_dims is None or head_dim in self.head_dims)
 
 
-ALL_GEMM_INPUTS = 4  # QKV, attention output, gate/up, MLP activation
+# A layer's GEMM inputs, in order: what the QKV, output, gate/up and down GEMMs read
+ALL_GEMM_INPUTS = ("qkv", "attention_output", "gate_up", "mlp_activation")
 
 
 class UnfusedQuantization(BaseModel):
@@ -329,10 +330,11 @@ class Engine(Row):
     unfused_quantization: tuple[UnfusedQuantization, ...] = Field(
         default=(), description="releases that quantize each GEMM input in its own kernel")
 
-    def quantize_kernels_per_layer(self, weight_format: str, version: str | None,
-                                   least: int) -> int:
-        """Element-wise quantize kernels a layer: four where a release quantizes every GEMM
-        input on its own, else the format's own `least` (quantization.WeightFormat)."""
+    def quantized_gemm_inputs(self, weight_format: str, version: str | None,
+                              least: tuple[str, ...]) -> tuple[str, ...]:
+        """The GEMM inputs a layer quantizes in element-wise kernels of their own: all four
+        where a release quantizes every input on its own, else the format's own `least`
+        (quantization.WeightFormat)."""
         if any(rule.covers(weight_format, version) for rule in self.unfused_quantization):
             return ALL_GEMM_INPUTS
         return least

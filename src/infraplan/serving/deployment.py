@@ -174,8 +174,8 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
     if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only
-        weights = replace(weights, quantize_kernels_per_layer=engine.quantize_kernels_per_layer(
-            weights.name, dep.engine_version, weights.quantize_kernels_per_layer))
+        weights = replace(weights, quantized_inputs=engine.quantized_gemm_inputs(
+            weights.name, dep.engine_version, weights.quantized_inputs))
     kv_dtype = dep.kv_dtype or act
     max_seqs, max_tokens = engine.batch_limits(gpu)
     static = dep.batch_size if dep.batching == "static" else None

@@ -84,12 +84,16 @@ class WeightFormat:
     name: str
     bytes_per_weight: float
     gemm_dtype: str  # the dtype whose tensor-core peak the GEMMs run at
-    # GEMM inputs per layer quantized by an element-wise kernel of their own (SmoothQuant's
-    # attention output and MLP activation); fp8, fp4 and weight-only formats fuse theirs
-    quantize_kernels_per_layer: int = 0
+    # GEMM inputs of a layer quantized by an element-wise kernel of their own (names from
+    # catalog.schema.ALL_GEMM_INPUTS); fp8, fp4 and weight-only formats fuse theirs
+    quantized_inputs: tuple[str, ...] = ()
+
+    @property
+    def quantize_kernels_per_layer(self) -> int:
+        return len(self.quantized_inputs)
 
 
-SMOOTHQUANT_UNFUSED_INPUTS = 2
+SMOOTHQUANT_UNFUSED_INPUTS = ("attention_output", "mlp_activation")
 
 
 def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightFormat:
@@ -106,7 +110,7 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
         smoothquant = dtype == "int8" and native
         return WeightFormat(dtype, _TENSOR_CORE_FORMAT_BYTES[dtype],
                             dtype if native else activation_dtype,
-                            SMOOTHQUANT_UNFUSED_INPUTS if smoothquant else 0)
+                            SMOOTHQUANT_UNFUSED_INPUTS if smoothquant else ())
     raise InputError(f"weight_dtype {name!r} is not a serving weight format",
                      fix="use one of " + ", ".join(SERVING_WEIGHT_DTYPES))
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infraplan.catalog.schema import ALL_GEMM_INPUTS, Accelerator
+from infraplan.catalog.schema import Accelerator
 from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
@@ -251,14 +251,14 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     per_token_bytes = act * (_ELEMENTWISE_H * h + 2 * (at.q_width + at.num_kv_heads
                                                         * at.head_dim) / tp + 3 * ffn / tp)
     linear += tokens * layers * per_token_bytes / dev.memory_bytes_per_s
-    if weights.quantize_kernels_per_layer:
+    if weights.quantized_inputs:
         # GEMM inputs quantized in kernels of their own, read 16-bit and written in 8 bits,
-        # one launch each per layer: the attention output and the MLP activation
-        # (SmoothQuant, quantization.py), and where all four are, the QKV and gate/up
-        # inputs too (h wide on every rank; catalog Engine.unfused_quantization)
-        widths = (at.q_width + ffn) / tp
-        if weights.quantize_kernels_per_layer == ALL_GEMM_INPUTS:
-            widths += 2 * h
+        # one launch each per layer (SmoothQuant's two, quantization.py; all four in engine
+        # releases that fuse none, catalog Engine.unfused_quantization). Widths per rank:
+        # the QKV and gate/up inputs are h on every rank, the other two are split by TP.
+        width = {"qkv": h, "attention_output": at.q_width / tp, "gate_up": h,
+                 "mlp_activation": ffn / tp}
+        widths = sum(width[name] for name in weights.quantized_inputs)
         linear += np.where(tokens > 0, memory_time(
             dev, tokens * layers * (act + 1) * widths,
             count=weights.quantize_kernels_per_layer * layers), 0.0)
