@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infraplan.catalog import DATA_DIR, accelerator, load_catalog
-from infraplan.catalog.schema import Accelerator, System
+from infraplan.catalog.schema import Accelerator, Engine, System
 from infraplan.catalog.table import load_table
 from infraplan.economics.offers import load_offers
 from infraplan.errors import InputError, UnknownNameError
@@ -181,3 +181,17 @@ def test_the_readme_counts_what_the_catalog_ships():
     assert (int(accelerators), int(models), int(dated), providers.get(named)) == (
         len(CATALOG.accelerators), len(CATALOG.models), len(offers),
         len({o.provider for o in offers}))
+
+
+def test_a_per_sequence_overhead_range_must_run_forwards(tmp_path):
+    """An engine's per-sequence CPU cost covers releases from `since` up to `until`; a range
+    that ends before it starts fails the catalog load, naming the row and the releases."""
+    rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
+            if r["name"] == "vllm"]
+    assert rows[0]["step_overhead_per_sequence"][0]["until"] == "0.6"
+    rows[0]["step_overhead_per_sequence"][0]["since"] = "0.7"
+    bad = tmp_path / "engines.yaml"
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"engines.yaml: engine 'vllm'.*since '0.7' must be "
+                                         r"an earlier release than until '0.6'"):
+        load_table(bad, Engine, "engine")

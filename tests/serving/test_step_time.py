@@ -361,6 +361,29 @@ def test_smoothquant_pays_two_quantize_kernels_a_layer(monkeypatch):
         memory_time(dev, tokens * 32 * 3 * (4096 + 14336), count=64))
 
 
+def test_vllm_before_0_6_pays_cpu_time_per_running_sequence():
+    """vLLM 0.5 loops over the batch in Python between steps (20 ms at about 200 sequences,
+    vllm-project/vllm#6801): 90 us a sequence on top of the fixed 2 ms, in decode steps and
+    for the sequences a mixed step samples; 0.6 and later, the newest release and
+    TensorRT-LLM pay the fixed cost alone, and the GPU's part of a step is unchanged."""
+    engines = load_catalog().engines
+    vllm = engines.get("vllm")
+    assert vllm.overhead_s_per_sequence("0.5.4") == pytest.approx(90e-6)
+    assert vllm.overhead_s_per_sequence("0.6.0") == 0.0
+    assert vllm.overhead_s_per_sequence(None) == 0.0
+    assert engines.get("tensorrt-llm").overhead_s_per_sequence("0.5.0") == 0.0
+    base = Deployment(model="llama-3.1-8b", gpu="h100", engine="vllm", engine_version="0.5.4")
+    old = resolve(base).step
+    new = resolve(base.model_copy(update={"engine_version": "0.6.0"})).step
+    assert (old.linear_s, old.head_s, old.overhead_s) == (new.linear_s, new.head_s, 2e-3)
+    for n in (1, 64, 200):
+        (a_old, b_old), (a_new, b_new) = old.decode_coefficients(n), new.decode_coefficients(n)
+        assert (a_old - a_new, b_old) == (pytest.approx(n * 90e-6), b_new)
+    mixed = dict(prefill_tokens=512, n_decode=63, samples=64, prefill_pairs=1e5,
+                 decode_ctx=6e4)
+    assert old.time(**mixed) - new.time(**mixed) == pytest.approx(64 * 90e-6)
+
+
 def test_vllm_v0_quantizes_every_fp8_gemm_input_on_its_own():
     """vLLM before 0.8 runs scaled_fp8_quant before each of a layer's four fp8 GEMMs (QKV
     and gate/up inputs h wide, attention output 4096 and MLP activation 14336 for Llama 3.1

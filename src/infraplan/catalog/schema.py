@@ -288,6 +288,31 @@ class UnfusedQuantization(BaseModel):
             and release(version) < release(self.until)
 
 
+class SequenceOverhead(BaseModel):
+    """Releases from `since` (None: every earlier one) up to `until` spend `seconds` of CPU
+    time per running sequence in every step while the GPU waits: scheduling, input
+    preparation, sampling and output processing written as Python loops over the batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    since: str | None = Field(default=None, pattern=rf"^{RELEASE.pattern}$")
+    until: str = Field(pattern=rf"^{RELEASE.pattern}$")
+    seconds: Seconds = Field(description="per running sequence, per step")
+    source: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SequenceOverhead":
+        if self.since is not None and release(self.since) >= release(self.until):
+            raise ValueError(f"since {self.since!r} must be an earlier release than until "
+                             f"{self.until!r}")
+        return self
+
+    def covers(self, version: str | None) -> bool:
+        """Whether release `version` (None: the newest, which no range covers) is in range."""
+        return version is not None and release(version) < release(self.until) \
+            and (self.since is None or release(self.since) <= release(version))
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -318,6 +343,9 @@ class Engine(Row):
         "max_seq_len)")
     step_overhead_s: Seconds = Field(description="per-step CPU time: scheduling, sampling, "
                                                  "launch, not hidden behind the GPU")
+    step_overhead_per_sequence: tuple[SequenceOverhead, ...] = Field(
+        default=(), description="releases whose per-step CPU time also grows with the "
+                                "running sequences; empty or uncovered: step_overhead_s alone")
     context_bytes: Bytes | None = Field(
         default=None, description="device memory the engine's process holds besides weights, "
                                   "activation buffers and KV cache (CUDA context, kernel "
@@ -338,6 +366,11 @@ class Engine(Row):
         if any(rule.covers(weight_format, version) for rule in self.unfused_quantization):
             return ALL_GEMM_INPUTS
         return least
+
+    def overhead_s_per_sequence(self, version: str | None) -> float:
+        """CPU seconds per running sequence per step in release `version` (None: newest)."""
+        return next((rule.seconds for rule in self.step_overhead_per_sequence
+                     if rule.covers(version)), 0.0)
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel

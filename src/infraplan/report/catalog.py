@@ -88,6 +88,15 @@ def storage() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def _step_overhead(engine) -> str:
+    """'2', or '2 (+0.09 a sequence, before 0.6)' where releases pay per running sequence."""
+    text = f"{engine.step_overhead_s * 1e3:g}"
+    for rule in engine.step_overhead_per_sequence:
+        releases = f"{rule.since} to {rule.until}" if rule.since else f"before {rule.until}"
+        text += f" (+{rule.seconds * 1e3:g} a sequence, {releases})"
+    return text
+
+
 def engines() -> tuple[list[str], list[list], list[dict]]:
     headers = ["name", "max seqs", "max batched tokens", "block", "chunked prefill",
                "KV memory", "KV policy", "step overhead ms"]
@@ -105,7 +114,7 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
         rows.append([e.name, seqs, tokens, e.block_size,
                      "yes" if e.chunked_prefill else "no",
                      f"{e.kv_memory_fraction:.2f} {e.kv_memory_rule.replace('_', ' ')}",
-                     e.kv_policy.replace("_", " "), f"{e.step_overhead_s * 1e3:g}"])
+                     e.kv_policy.replace("_", " "), _step_overhead(e)])
         data.append(e.model_dump(mode="json"))
     return headers, rows, data
 

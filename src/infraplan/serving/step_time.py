@@ -28,7 +28,9 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   SmoothQuant adds two quantize kernels a layer (quantization.py), engine releases that
   quantize every GEMM input on its own four (catalog engines, `unfused_quantization`).
 - The LM head runs only for the sequences sampled in the step (the last token of each),
-  then a fixed per-step engine overhead (scheduling, sampling, launch) from the engine row.
+  then the engine's CPU time the GPU waits for (scheduling, sampling, launch) from the
+  engine row: fixed per step, plus, in releases that loop over the batch in Python, a
+  cost per sequence sampled.
 
 Speculative decoding (Leviathan et al. 2023): a step verifies gamma drafted tokens per
 sequence (gamma + 1 query tokens) and keeps on average tau = (1 - a^(gamma+1)) / (1 - a)
@@ -74,7 +76,7 @@ class StepModel:
     """Closed forms of one replica's step time, as tables the simulator indexes.
 
     time = linear_s[T] + head_s[S] + prefill_s_per_pair x pairs + decode_s_per_token x ctx
-           + overhead_s
+           + overhead_s + overhead_s_per_sequence x S
     T: tokens in the step, S: sequences sampled, pairs: prefill (query, key) pairs,
     ctx: cached tokens the decoding sequences attend to.
     """
@@ -85,6 +87,7 @@ class StepModel:
     decode_s_per_token: float
     overhead_s: float
     speculation: Speculation | None = None
+    overhead_s_per_sequence: float = 0.0
 
     @property
     def max_tokens(self) -> int:
@@ -96,7 +99,8 @@ class StepModel:
         if spec is None or n_decode == 0:
             return (self.linear_s[prefill_tokens + n_decode] + self.head_s[samples]
                     + self.prefill_s_per_pair * prefill_pairs
-                    + self.decode_s_per_token * decode_ctx + self.overhead_s)
+                    + self.decode_s_per_token * decode_ctx + self.overhead_s
+                    + self.overhead_s_per_sequence * samples)
         a, b = self.decode_coefficients(n_decode)
         if prefill_tokens == 0:
             return a + b * decode_ctx
@@ -108,12 +112,12 @@ class StepModel:
         """A decode-only step of n sequences costs a + b x ctx (per generated token)."""
         spec = self.speculation
         if spec is None:
-            return (self.linear_s[n] + self.head_s[n] + self.overhead_s,
-                    self.decode_s_per_token)
+            return (self.linear_s[n] + self.head_s[n] + self.overhead_s
+                    + self.overhead_s_per_sequence * n, self.decode_s_per_token)
         g, tau = spec.num_tokens, spec.tokens_per_step
         queries = min(n * (g + 1), self.max_tokens)
         a = self.linear_s[queries] + self.head_s[min(queries, len(self.head_s) - 1)] \
-            + self.overhead_s
+            + self.overhead_s + self.overhead_s_per_sequence * n
         b = self.decode_s_per_token
         if spec.draft is not None:
             da, db = spec.draft.decode_coefficients(n)
@@ -217,7 +221,7 @@ def moe_routing_bytes_per_token(arch: ModelArch) -> float:
 def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                      weights: WeightFormat,
                      kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
-                     expert_imbalance: float = 1.0,
+                     overhead_s_per_sequence: float = 0.0, expert_imbalance: float = 1.0,
                      speculation: Speculation | None = None,
                      decode_kv_reads: int = 1) -> StepModel:
     act = dtype_bytes("bf16")
@@ -285,4 +289,4 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     return StepModel(linear_s=linear.tolist(), head_s=head.tolist(),
                      prefill_s_per_pair=pair_flops / dev16.attention_flops,
                      decode_s_per_token=decode, overhead_s=overhead_s,
-                     speculation=speculation)
+                     speculation=speculation, overhead_s_per_sequence=overhead_s_per_sequence)
