@@ -195,3 +195,22 @@ def test_a_per_sequence_overhead_range_must_run_forwards(tmp_path):
     with pytest.raises(InputError, match=r"engines.yaml: engine 'vllm'.*since '0.7' must be "
                                          r"an earlier release than until '0.6'"):
         load_table(bad, Engine, "engine")
+
+
+def test_per_sequence_overhead_ranges_must_not_overlap(tmp_path):
+    """Each release has one per-sequence CPU cost: a second range reaching into the first
+    fails the load; one that starts where the first ends is accepted and priced."""
+    rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
+            if r["name"] == "vllm"]
+    ranges = rows[0]["step_overhead_per_sequence"]
+    ranges.append(dict(since="0.5", until="0.8", seconds="10 us", source="a test range"))
+    bad = tmp_path / "engines.yaml"
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"engine 'vllm'.*the range up to '0.6' overlaps"):
+        load_table(bad, Engine, "engine")
+    ranges[-1]["since"] = "0.6"
+    bad.write_text(yaml.safe_dump(rows))
+    vllm = load_table(bad, Engine, "engine").get("vllm")
+    assert vllm.overhead_s_per_sequence("0.5.4") == pytest.approx(90e-6)
+    assert vllm.overhead_s_per_sequence("0.7.3") == pytest.approx(10e-6)
+    assert vllm.overhead_s_per_sequence("0.8.0") == 0.0

@@ -367,6 +367,17 @@ class Engine(Row):
             return ALL_GEMM_INPUTS
         return least
 
+    @model_validator(mode="after")
+    def _sequence_overheads_do_not_overlap(self) -> Engine:
+        rules = sorted(self.step_overhead_per_sequence,
+                       key=lambda r: release(r.since) if r.since else ())
+        for earlier, later in zip(rules, rules[1:]):
+            if later.since is None or release(later.since) < release(earlier.until):
+                raise ValueError(f"step_overhead_per_sequence: the range up to "
+                                 f"{earlier.until!r} overlaps the next one; give each "
+                                 "release one per-sequence cost")
+        return self
+
     def overhead_s_per_sequence(self, version: str | None) -> float:
         """CPU seconds per running sequence per step in release `version` (None: newest)."""
         return next((rule.seconds for rule in self.step_overhead_per_sequence

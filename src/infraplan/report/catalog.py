@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infraplan.catalog import load_catalog
+from infraplan.catalog.schema import Engine
 from infraplan.economics.offers import load_offers
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
@@ -88,7 +89,7 @@ def storage() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
-def _step_overhead(engine) -> str:
+def _step_overhead(engine: Engine) -> str:
     """'2', or '2 (+0.09 a sequence, before 0.6)' where releases pay per running sequence."""
     text = f"{engine.step_overhead_s * 1e3:g}"
     for rule in engine.step_overhead_per_sequence:
