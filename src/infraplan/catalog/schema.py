@@ -270,47 +270,47 @@ class GroupedDecode(BaseModel):
 ALL_GEMM_INPUTS = ("qkv", "attention_output", "gate_up", "mlp_activation")
 
 
-class UnfusedQuantization(BaseModel):
-    """Releases older than `until` quantize every GEMM input of the listed weight formats
-    in a kernel of its own before the GEMM (QKV, attention output, gate/up, MLP
-    activation: four a layer) instead of fusing it into the kernel before."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    formats: tuple[Literal["fp8", "int8", "fp4"], ...] = Field(
-        min_length=1, description="formats whose activations are quantized (W8A8, W4A4)")
-    until: str = Field(pattern=rf"^{RELEASE.pattern}$")
-    source: str = Field(min_length=3)
-
-    def covers(self, weight_format: str, version: str | None) -> bool:
-        """Whether release `version` (None: the newest) quantizes `weight_format` so."""
-        return weight_format in self.formats and version is not None \
-            and release(version) < release(self.until)
-
-
-class SequenceOverhead(BaseModel):
-    """Releases from `since` (None: every earlier one) up to `until` spend `seconds` of CPU
-    time per running sequence in every step while the GPU waits: scheduling, input
-    preparation, sampling and output processing written as Python loops over the batch."""
+class ReleaseRange(BaseModel):
+    """Releases from `since` (None: every earlier one) up to, not including, `until`. The
+    newest release (a deployment that names none) is in no range."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     since: str | None = Field(default=None, pattern=rf"^{RELEASE.pattern}$")
     until: str = Field(pattern=rf"^{RELEASE.pattern}$")
-    seconds: Seconds = Field(description="per running sequence, per step")
     source: str = Field(min_length=3)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "SequenceOverhead":
+    def _ordered(self) -> ReleaseRange:
         if self.since is not None and release(self.since) >= release(self.until):
             raise ValueError(f"since {self.since!r} must be an earlier release than until "
                              f"{self.until!r}")
         return self
 
-    def covers(self, version: str | None) -> bool:
-        """Whether release `version` (None: the newest, which no range covers) is in range."""
+    def covers_release(self, version: str | None) -> bool:
         return version is not None and release(version) < release(self.until) \
             and (self.since is None or release(self.since) <= release(version))
+
+
+class UnfusedQuantization(ReleaseRange):
+    """Releases in range quantize every GEMM input of the listed weight formats in a kernel
+    of its own before the GEMM (QKV, attention output, gate/up, MLP activation: four a
+    layer) instead of fusing it into the kernel before."""
+
+    formats: tuple[Literal["fp8", "int8", "fp4"], ...] = Field(
+        min_length=1, description="formats whose activations are quantized (W8A8, W4A4)")
+
+    def covers(self, weight_format: str, version: str | None) -> bool:
+        """Whether release `version` (None: the newest) quantizes `weight_format` so."""
+        return weight_format in self.formats and self.covers_release(version)
+
+
+class SequenceOverhead(ReleaseRange):
+    """Releases in range spend `seconds` of CPU time per running sequence in every step
+    while the GPU waits: scheduling, input preparation, sampling and output processing
+    written as Python loops over the batch."""
+
+    seconds: Seconds = Field(description="per running sequence, per step")
 
 
 class Engine(Row):
@@ -381,7 +381,7 @@ class Engine(Row):
     def overhead_s_per_sequence(self, version: str | None) -> float:
         """CPU seconds per running sequence per step in release `version` (None: newest)."""
         return next((rule.seconds for rule in self.step_overhead_per_sequence
-                     if rule.covers(version)), 0.0)
+                     if rule.covers_release(version)), 0.0)
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel
