@@ -214,3 +214,54 @@ def test_per_sequence_overhead_ranges_must_not_overlap(tmp_path):
     assert vllm.overhead_s_per_sequence("0.5.4") == pytest.approx(90e-6)
     assert vllm.overhead_s_per_sequence("0.7.3") == pytest.approx(10e-6)
     assert vllm.overhead_s_per_sequence("0.8.0") == 0.0
+
+
+def test_host_time_ranges_are_per_host_cpu_and_may_stay_open(tmp_path):
+    """TensorRT-LLM's host floor holds from 1.0 on, the newest release included (no
+    `until`), once per host CPU: a second x86 range from 1.2 overlaps the open one and fails
+    the load; a Grace range over the same releases does not; a range with neither bound is
+    refused."""
+    rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
+            if r["name"] == "tensorrt-llm"]
+    ranges = rows[0]["host_time_per_sequence"]
+    assert {(r["since"], r.get("until"), r["host_cpu"]) for r in ranges} == {
+        ("1.0", None, "grace"), ("1.0", None, "x86")}
+    trtllm = CATALOG.engines.get("tensorrt-llm")
+    assert trtllm.host_s_per_sequence(None, "grace") == pytest.approx(29.4e-6)
+    assert trtllm.host_s_per_sequence("1.2.0rc2", "x86") == pytest.approx(13.8e-6)
+    assert trtllm.host_s_per_sequence("0.21", "x86") == 0.0
+    bad = tmp_path / "engines.yaml"
+    ranges.append(dict(since="1.2", host_cpu="x86", seconds="5 us", source="a test range"))
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"host_time_per_sequence \(x86 hosts\): the range "
+                                         r"with no until overlaps"):
+        load_table(bad, Engine, "engine")
+    ranges[-1] = dict(since="0.9", until="1.0", host_cpu="grace", seconds="5 us",
+                      source="a test range")
+    bad.write_text(yaml.safe_dump(rows))
+    assert load_table(bad, Engine, "engine").get("trtllm").host_s_per_sequence(
+        "0.9", "grace") == pytest.approx(5e-6)
+    del ranges[-1]["since"], ranges[-1]["until"]
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match="a release range needs since, until or both"):
+        load_table(bad, Engine, "engine")
+
+
+def test_grace_hosts_are_the_gh200_gb200_and_gb300_nodes():
+    """Every node whose accelerator sits beside a Grace CPU on one module says so; the rest
+    keep the x86 default."""
+    grace = {s.name for s in CATALOG.systems if s.host_cpu == "grace"}
+    assert grace == {s.name for s in CATALOG.systems
+                     if s.accelerator.startswith(("gh200", "gb200", "gb300"))}
+    assert grace == {"lambda-gpu-1x-gh200", "dgx-gb200-nvl72", "dgx-gb300-nvl72"}
+
+
+def test_the_engine_listing_states_each_release_rule():
+    """`infraplan catalog engines` shows the per-sequence costs beside the fixed one."""
+    from infraplan.report.catalog import engines
+
+    _, rows, _ = engines()
+    overhead = {row[0]: row[-1] for row in rows}
+    assert overhead["vllm"] == "2 (+0.09 a sequence, before 0.6)"
+    assert overhead["tensorrt-llm"] == ("1 (at least 0.0294 a sequence on grace, from 1.0) "
+                                        "(at least 0.0138 a sequence on x86, from 1.0)")

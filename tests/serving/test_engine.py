@@ -4,6 +4,7 @@ stepping token by token, exact block accounting, static batching, routers."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -27,8 +28,8 @@ def requests(n, seed, rate, in_max=3000, out_max=600):
 
 
 def replica(book, *, blocks, policy, chunked, max_seqs, budget, block_size=16,
-            cls=Replica):
-    return cls(RESOLVED.step, kv_blocks=blocks, block_size=block_size, max_num_seqs=max_seqs,
+            cls=Replica, step=RESOLVED.step):
+    return cls(step, kv_blocks=blocks, block_size=block_size, max_num_seqs=max_seqs,
                max_num_batched_tokens=budget, chunked_prefill=chunked, kv_policy=policy,
                requests=book)
 
@@ -53,6 +54,17 @@ class TokenByToken(Replica):
 
     def _decode_jump(self, t_limit, max_steps=None):
         super()._decode_jump(t_limit, max_steps=1)
+
+
+class StepByStepTime(TokenByToken):
+    """Stepping one decode step at a time, each checked against StepModel.time."""
+
+    def _decode_jump(self, t_limit, max_steps=None):
+        n, steps, now, ctx = len(self.running), self.steps, self.now, self.ctx
+        super()._decode_jump(t_limit, max_steps)
+        if self.steps > steps:
+            assert self.now - now == pytest.approx(self.step.time(0, n, n, 0.0, ctx + n),
+                                                   rel=1e-12)
 
 
 def run(rep_cls, reqs, **kw):
@@ -106,6 +118,23 @@ def test_closed_form_jump_equals_token_by_token(n, seed, rate, blocks, policy):
     assert fast_rep.steps == slow_rep.steps
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 10_000), rate=st.floats(1, 100),
+       policy=st.sampled_from(["on_demand", "reserve"]), host_s=st.floats(50e-6, 2e-3))
+def test_closed_form_jump_equals_token_by_token_under_a_host_floor(n, seed, rate, policy,
+                                                                   host_s):
+    """A host loop beside the GPU (floor_s) holds early steps at its floor until the growing
+    cache makes the GPU's time the longer; the jump must cross that switch exactly."""
+    reqs = requests(n, seed, rate, in_max=800, out_max=300)
+    step = replace(RESOLVED.step, host_s_per_sequence=host_s)
+    kw = dict(blocks=2000, policy=policy, chunked=True, max_seqs=32, budget=1024, step=step)
+    fast, fast_rep = run(Replica, reqs, **kw)
+    slow, slow_rep = run(StepByStepTime, reqs, **kw)
+    np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
+    assert fast_rep.steps == slow_rep.steps
+
+
 def test_preemption_happens_and_everything_completes():
     reqs = requests(200, 1, None, in_max=400, out_max=800)
     book, _ = run(Checked, reqs, blocks=300, policy="on_demand", chunked=True,
@@ -149,6 +178,24 @@ def test_static_batching_waits_for_the_longest_output():
     two = simulate(dep, Requests(np.zeros(8), np.full(8, 100), np.full(8, 40)))
     # the second batch starts when the first has finished
     assert two.first_token_s[4] > two.finish_s[3]
+
+
+def test_a_static_batch_pays_the_host_floor_step_by_step():
+    """Static decode steps cost max(a + b ctx, floor): with a floor between the first and the
+    last step's GPU time, the finish times are the step-by-step sums."""
+    dep = DEP.model_copy(update={"batching": "static", "batch_size": 8})
+    step = resolve(dep).step
+    a, b = step.decode_coefficients(8)
+    ctx0 = 8 * 2000 + 8  # the first decode step reads the prompts and its own tokens
+    host_s = (a + b * (ctx0 + 8 * 150)) / 8  # the GPU overtakes the floor at step 150
+    floored = replace(resolve(dep), step=replace(step, host_s_per_sequence=host_s))
+    outs = np.array([50, 120, 200, 300, 301, 302, 400, 500])
+    r = Requests(np.zeros(8), np.full(8, 2000), outs)
+    res = simulate(dep, r, resolved=floored)
+    per_step = np.maximum(a + b * (ctx0 + 8 * np.arange(500)), 8 * host_s)
+    ends = res.first_token_s[0] + np.concatenate(([0.0], np.cumsum(per_step)))[outs - 1]
+    np.testing.assert_allclose(res.finish_s, ends, rtol=1e-12)
+    assert per_step[0] == 8 * host_s and per_step[-1] > 8 * host_s
 
 
 def test_a_static_batch_may_fill_the_memory_the_weights_leave():

@@ -406,3 +406,33 @@ def test_vllm_v0_quantizes_every_fp8_gemm_input_on_its_own():
                       engine="vllm", engine_version="0.5.4")
     assert resolve(a100).step.linear_s[tokens] == pytest.approx(
         resolve(a100.model_copy(update={"engine_version": None})).step.linear_s[tokens])
+
+
+def test_trtllm_pytorch_backend_host_loop_floors_the_step_by_host_cpu():
+    """From 1.0 TensorRT-LLM's Python executor loop runs beside the GPU: a step lasts the
+    longer of the GPU's time and the host's, 29.4 us a sequence on a Grace host (GB200,
+    NVIDIA/TensorRT-LLM#10273) and at least 13.8 us on an x86 one (#11983). Release 0.21
+    (the TensorRT engine runtime) and vLLM have no floor; the GPU's part is unchanged."""
+    base = Deployment(model="qwen3-30b-a3b", gpu="gb200", engine="tensorrt-llm",
+                      weight_dtype="fp4", kv_dtype="fp8", engine_version="1.0")
+    grace = resolve(base).step
+    x86 = resolve(base.model_copy(update={"gpu": "b200"})).step
+    old = resolve(base.model_copy(update={"engine_version": "0.21"})).step
+    newest = resolve(base.model_copy(update={"engine_version": None})).step
+    assert (grace.host_s_per_sequence, x86.host_s_per_sequence) == (
+        pytest.approx(29.4e-6), pytest.approx(13.8e-6))
+    assert newest.host_s_per_sequence == grace.host_s_per_sequence
+    assert old.host_s_per_sequence == 0.0
+    vllm = resolve(Deployment(model="llama-3.1-8b", gpu="gh200", engine="vllm")).step
+    assert vllm.host_s_per_sequence == 0.0
+    assert grace.linear_s == old.linear_s and grace.overhead_s == old.overhead_s
+    for n in (1, 64, 2048):
+        a, b = grace.decode_coefficients(n)
+        for ctx in (0.0, 1e5, 1e7):
+            gpu = a + b * ctx
+            assert grace.time(0, n, n, 0.0, ctx) == pytest.approx(max(gpu, 29.4e-6 * n))
+            assert old.time(0, n, n, 0.0, ctx) == pytest.approx(gpu)
+    # a small MoE at a large batch is host-bound on Grace: 2,048 sequences, 128 cached tokens
+    a, b = grace.decode_coefficients(2048)
+    assert a + b * 2048 * 128 < 2048 * 29.4e-6 == pytest.approx(
+        grace.time(0, 2048, 2048, 0.0, 2048 * 128))

@@ -22,6 +22,7 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 Dtype = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4"]
+HostCpu = Literal["x86", "grace"]  # host CPU families whose speed the catalog tells apart
 
 
 def _quantity(dimension: str):
@@ -121,6 +122,8 @@ class System(Row):
     nics_per_node: int = Field(ge=0)
     host_memory_bytes: Bytes | None = None
     cpu_cores: int | None = Field(default=None, ge=1)
+    host_cpu: HostCpu = Field(default="x86", description="the host CPU family: x86 (Xeon, "
+                              "EPYC) or grace (NVIDIA Grace, Arm Neoverse V2)")
     local_storage: str | None = Field(default=None, description="name of a storage row")
     max_nodes_per_pod: int | None = Field(default=None, ge=1,
                                           description="TPU slices: largest slice in nodes")
@@ -271,25 +274,41 @@ ALL_GEMM_INPUTS = ("qkv", "attention_output", "gate_up", "mlp_activation")
 
 
 class ReleaseRange(BaseModel):
-    """Releases from `since` (None: every earlier one) up to, not including, `until`. The
-    newest release (a deployment that names none) is in no range."""
+    """Releases from `since` (None: every earlier one) up to, not including, `until` (None:
+    every later one, the newest included). The newest release (a deployment that names
+    none) is in a range only if the range has no `until`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     since: str | None = Field(default=None, pattern=rf"^{RELEASE.pattern}$")
-    until: str = Field(pattern=rf"^{RELEASE.pattern}$")
+    until: str | None = Field(default=None, pattern=rf"^{RELEASE.pattern}$")
     source: str = Field(min_length=3)
 
     @model_validator(mode="after")
     def _ordered(self) -> ReleaseRange:
-        if self.since is not None and release(self.since) >= release(self.until):
+        if self.since is None and self.until is None:
+            raise ValueError("a release range needs since, until or both")
+        if self.since is not None and self.until is not None \
+                and release(self.since) >= release(self.until):
             raise ValueError(f"since {self.since!r} must be an earlier release than until "
                              f"{self.until!r}")
         return self
 
     def covers_release(self, version: str | None) -> bool:
-        return version is not None and release(version) < release(self.until) \
+        if version is None:
+            return self.until is None
+        return (self.until is None or release(version) < release(self.until)) \
             and (self.since is None or release(self.since) <= release(version))
+
+
+def overlapping(ranges) -> tuple[ReleaseRange, ReleaseRange] | None:
+    """The first two of `ranges` that share a release, taken in order of `since`."""
+    ordered = sorted(ranges, key=lambda r: release(r.since) if r.since else ())
+    for earlier, later in zip(ordered, ordered[1:]):
+        if earlier.until is None or later.since is None \
+                or release(later.since) < release(earlier.until):
+            return earlier, later
+    return None
 
 
 class UnfusedQuantization(ReleaseRange):
@@ -311,6 +330,17 @@ class SequenceOverhead(ReleaseRange):
     written as Python loops over the batch."""
 
     seconds: Seconds = Field(description="per running sequence, per step")
+
+
+class HostTimePerSequence(ReleaseRange):
+    """Releases in range run their executor loop on the host beside the GPU (the next step
+    is launched before the host has finished with the last one), spending `seconds` of host
+    time per scheduled sequence: a step lasts at least that times its sequences. Measured on
+    one kind of host CPU, since the loop is single-threaded Python and the CPU's speed sets
+    its time."""
+
+    host_cpu: HostCpu
+    seconds: Seconds = Field(description="per scheduled sequence, per step")
 
 
 class Engine(Row):
@@ -346,6 +376,9 @@ class Engine(Row):
     step_overhead_per_sequence: tuple[SequenceOverhead, ...] = Field(
         default=(), description="releases whose per-step CPU time also grows with the "
                                 "running sequences; empty or uncovered: step_overhead_s alone")
+    host_time_per_sequence: tuple[HostTimePerSequence, ...] = Field(
+        default=(), description="releases whose host loop runs beside the GPU and bounds a "
+                                "step from below by its sequences, per host CPU")
     context_bytes: Bytes | None = Field(
         default=None, description="device memory the engine's process holds besides weights, "
                                   "activation buffers and KV cache (CUDA context, kernel "
@@ -368,20 +401,29 @@ class Engine(Row):
         return least
 
     @model_validator(mode="after")
-    def _sequence_overheads_do_not_overlap(self) -> Engine:
-        rules = sorted(self.step_overhead_per_sequence,
-                       key=lambda r: release(r.since) if r.since else ())
-        for earlier, later in zip(rules, rules[1:]):
-            if later.since is None or release(later.since) < release(earlier.until):
-                raise ValueError(f"step_overhead_per_sequence: the range up to "
-                                 f"{earlier.until!r} overlaps the next one; give each "
-                                 "release one per-sequence cost")
+    def _release_ranges_do_not_overlap(self) -> Engine:
+        groups = {"step_overhead_per_sequence": self.step_overhead_per_sequence}
+        for cpu in {rule.host_cpu for rule in self.host_time_per_sequence}:
+            groups[f"host_time_per_sequence ({cpu} hosts)"] = [
+                rule for rule in self.host_time_per_sequence if rule.host_cpu == cpu]
+        for field, rules in groups.items():
+            pair = overlapping(rules)
+            if pair is not None:
+                end = f"up to {pair[0].until!r}" if pair[0].until else "with no until"
+                raise ValueError(f"{field}: the range {end} overlaps the next one; give "
+                                 "each release one per-sequence cost")
         return self
 
     def overhead_s_per_sequence(self, version: str | None) -> float:
         """CPU seconds per running sequence per step in release `version` (None: newest)."""
         return next((rule.seconds for rule in self.step_overhead_per_sequence
                      if rule.covers_release(version)), 0.0)
+
+    def host_s_per_sequence(self, version: str | None, host_cpu: str) -> float:
+        """Host seconds per scheduled sequence that release `version` (None: newest) spends
+        beside the GPU on a `host_cpu` host; 0 where no row covers it."""
+        return next((rule.seconds for rule in self.host_time_per_sequence
+                     if rule.host_cpu == host_cpu and rule.covers_release(version)), 0.0)
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import Engine
+from infraplan.catalog.schema import Engine, ReleaseRange
 from infraplan.economics.offers import load_offers
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
@@ -89,12 +89,21 @@ def storage() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def _releases(rule: ReleaseRange) -> str:
+    if rule.since and rule.until:
+        return f"{rule.since} to {rule.until}"
+    return f"from {rule.since}" if rule.since else f"before {rule.until}"
+
+
 def _step_overhead(engine: Engine) -> str:
-    """'2', or '2 (+0.09 a sequence, before 0.6)' where releases pay per running sequence."""
+    """'2', '2 (+0.09 a sequence, before 0.6)' where releases pay per running sequence, and
+    '(at least 0.0294 a sequence on grace, from 1.0)' where a host loop floors the step."""
     text = f"{engine.step_overhead_s * 1e3:g}"
     for rule in engine.step_overhead_per_sequence:
-        releases = f"{rule.since} to {rule.until}" if rule.since else f"before {rule.until}"
-        text += f" (+{rule.seconds * 1e3:g} a sequence, {releases})"
+        text += f" (+{rule.seconds * 1e3:g} a sequence, {_releases(rule)})"
+    for rule in engine.host_time_per_sequence:
+        text += (f" (at least {rule.seconds * 1e3:g} a sequence on {rule.host_cpu}, "
+                 f"{_releases(rule)})")
     return text
 
 

@@ -216,6 +216,8 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_seqs=max_seqs, overhead_s=engine.step_overhead_s,
                             overhead_s_per_sequence=engine.overhead_s_per_sequence(
                                 dep.engine_version),
+                            host_s_per_sequence=engine.host_s_per_sequence(
+                                dep.engine_version, load_catalog().system_for(gpu.name).host_cpu),
                             expert_imbalance=dep.expert_imbalance, speculation=spec,
                             decode_kv_reads=_decode_kv_reads(arch, engine, dep))
     chunked = engine.chunked_prefill if dep.chunked_prefill is None else dep.chunked_prefill

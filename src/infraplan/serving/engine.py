@@ -250,7 +250,17 @@ class Replica:
             coefficients = self.coefficients[n] = self.step.decode_coefficients(n)
         a, b = coefficients
         c = self.ctx + n  # each step reads the cache including the token it appends
-        if t_limit < INF:
+        floor = self.step.floor_s(n)
+        host_bound = floor > a + b * c
+        if host_bound:
+            # Each step lasts the host's floor until the growing cache makes the GPU's time
+            # the longer: jump over those steps alone, at floor each.
+            if b > 0:
+                k = min(k, math.ceil((floor - a - b * c) / (b * n)))
+            if t_limit < INF:
+                m = math.ceil((t_limit - self.now) / floor - 1e-9)
+                k = min(k, m if m > 1 else 1)
+        elif t_limit < INF:
             # smallest m with m a + b (m c + n m (m - 1) / 2) >= t_limit - now
             gap = t_limit - self.now
             qa, qb = b * n / 2.0, a + b * c - b * n / 2.0
@@ -268,7 +278,8 @@ class Replica:
                     self._preempt()
                     return
             self.used += self._new_blocks(k)
-        self._advance_clock(k * a + b * (k * c + n * k * (k - 1) / 2.0), steps=k)
+        self._advance_clock(k * floor if host_bound
+                            else k * a + b * (k * c + n * k * (k - 1) / 2.0), steps=k)
         self.g += k
         self.ctx += n * k
         if heap[0][0] <= self.g:

@@ -155,15 +155,12 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
         now += prefill
         first = now
         steps = int(lengths_out.max()) - 1
-        a, b = step.decode_coefficients(n)
-        c = float(lengths_in.sum()) + n
-        # decode step j of the batch ends at first + (j + 1) a + b ((j + 1) c + n j (j + 1) / 2)
-        j = lengths_out - 1
-        ends = first + j * a + b * (j * c + n * j * (j - 1) / 2.0)
+        decode_s = _static_decode(step, n, c=float(lengths_in.sum()) + n)
+        ends = first + decode_s(lengths_out - 1)
         for i, rid in enumerate(range(lo, hi)):
             book.first_token(rid, first)
             book.finish(rid, float(ends[i]))
-        total = steps * a + b * (steps * c + n * steps * (steps - 1) / 2.0)
+        total = float(decode_s(np.array(steps)))
         out.block_seconds += blocks * (prefill + total)
         out.peak_used = max(out.peak_used, blocks)
         out.busy_s += prefill + total
@@ -171,6 +168,26 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
         now = first + total
         out.timeline.append((now, max(len(requests) - hi, 0), n, blocks))
     return out
+
+
+def _static_decode(step, n: int, c: float):
+    """Seconds the first J decode steps of a static batch of n take, as a function of J
+    (an array). Step j reads c + n j cached tokens and costs a + b (c + n j), or the host's
+    floor f while that is longer: the first h = ceil((f - a - b c) / (b n)) steps."""
+    a, b = step.decode_coefficients(n)
+    f = step.floor_s(n)
+    if f <= a + b * c:
+        h = 0
+    else:
+        h = math.inf if b <= 0 else math.ceil((f - a - b * c) / (b * n))
+
+    def seconds(j: np.ndarray) -> np.ndarray:
+        host = np.minimum(j, h)  # steps at the floor, then steps host .. j - 1 on the GPU
+        gpu = j - host
+        first_j = j * (j - 1) / 2.0 - host * (host - 1) / 2.0  # sum of the GPU steps' j
+        return host * f + gpu * (a + b * c) + b * n * first_j
+
+    return seconds
 
 
 def _prefill_time(step, tokens: int, n: int, pairs: float) -> float:

@@ -31,6 +31,9 @@ one token per decoding sequence). Per GPU of a tensor-parallel group of t:
   then the engine's CPU time the GPU waits for (scheduling, sampling, launch) from the
   engine row: fixed per step, plus, in releases that loop over the batch in Python, a
   cost per sequence sampled.
+- Engines whose host loop runs beside the GPU (TensorRT-LLM's PyTorch backend and its
+  overlap scheduler) hide their host time until it outgrows the GPU's: a step then lasts
+  the host's time per sequence (engine row, by host CPU) times its sequences.
 
 Speculative decoding (Leviathan et al. 2023): a step verifies gamma drafted tokens per
 sequence (gamma + 1 query tokens) and keeps on average tau = (1 - a^(gamma+1)) / (1 - a)
@@ -75,10 +78,12 @@ class Speculation:
 class StepModel:
     """Closed forms of one replica's step time, as tables the simulator indexes.
 
-    time = linear_s[T] + head_s[S] + prefill_s_per_pair x pairs + decode_s_per_token x ctx
-           + overhead_s + overhead_s_per_sequence x S
+    time = max(linear_s[T] + head_s[S] + prefill_s_per_pair x pairs
+               + decode_s_per_token x ctx + overhead_s + overhead_s_per_sequence x S,
+               host_s_per_sequence x S)
     T: tokens in the step, S: sequences sampled, pairs: prefill (query, key) pairs,
-    ctx: cached tokens the decoding sequences attend to.
+    ctx: cached tokens the decoding sequences attend to. The last term is host work that
+    overlaps the GPU's (floor_s).
     """
 
     linear_s: list[float]
@@ -88,13 +93,23 @@ class StepModel:
     overhead_s: float
     speculation: Speculation | None = None
     overhead_s_per_sequence: float = 0.0
+    host_s_per_sequence: float = 0.0
 
     @property
     def max_tokens(self) -> int:
         return len(self.linear_s) - 1
 
+    def floor_s(self, sequences: int) -> float:
+        """The host time a step of `sequences` cannot beat, the GPU's being hidden under it."""
+        return self.host_s_per_sequence * sequences
+
     def time(self, prefill_tokens: int, n_decode: int, samples: int, prefill_pairs: float,
              decode_ctx: float) -> float:
+        return max(self._gpu_time(prefill_tokens, n_decode, samples, prefill_pairs,
+                                  decode_ctx), self.floor_s(samples))
+
+    def _gpu_time(self, prefill_tokens: int, n_decode: int, samples: int,
+                  prefill_pairs: float, decode_ctx: float) -> float:
         spec = self.speculation
         if spec is None or n_decode == 0:
             return (self.linear_s[prefill_tokens + n_decode] + self.head_s[samples]
@@ -109,7 +124,8 @@ class StepModel:
             + self.prefill_s_per_pair * prefill_pairs
 
     def decode_coefficients(self, n: int) -> tuple[float, float]:
-        """A decode-only step of n sequences costs a + b x ctx (per generated token)."""
+        """A decode-only step of n sequences costs a + b x ctx (per generated token), or
+        floor_s(n) where that is longer (the caller's to apply)."""
         spec = self.speculation
         if spec is None:
             return (self.linear_s[n] + self.head_s[n] + self.overhead_s
@@ -221,7 +237,8 @@ def moe_routing_bytes_per_token(arch: ModelArch) -> float:
 def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                      weights: WeightFormat,
                      kv_dtype: str, max_tokens: int, max_seqs: int, overhead_s: float,
-                     overhead_s_per_sequence: float = 0.0, expert_imbalance: float = 1.0,
+                     overhead_s_per_sequence: float = 0.0, host_s_per_sequence: float = 0.0,
+                     expert_imbalance: float = 1.0,
                      speculation: Speculation | None = None,
                      decode_kv_reads: int = 1) -> StepModel:
     act = dtype_bytes("bf16")
@@ -289,4 +306,5 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     return StepModel(linear_s=linear.tolist(), head_s=head.tolist(),
                      prefill_s_per_pair=pair_flops / dev16.attention_flops,
                      decode_s_per_token=decode, overhead_s=overhead_s,
-                     speculation=speculation, overhead_s_per_sequence=overhead_s_per_sequence)
+                     speculation=speculation, overhead_s_per_sequence=overhead_s_per_sequence,
+                     host_s_per_sequence=host_s_per_sequence)
