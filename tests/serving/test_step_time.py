@@ -436,3 +436,10 @@ def test_trtllm_pytorch_backend_host_loop_floors_the_step_by_host_cpu():
     a, b = grace.decode_coefficients(2048)
     assert a + b * 2048 * 128 < 2048 * 29.4e-6 == pytest.approx(
         grace.time(0, 2048, 2048, 0.0, 2048 * 128))
+    # speculation: the host loop runs once an iteration, which yields tau tokens a sequence
+    spec = resolve(Deployment.model_validate(dict(base.model_dump(), speculative=dict(
+        method="ngram", num_tokens=3, acceptance_rate=0.6)))).step
+    tau = spec.speculation.tokens_per_step
+    assert spec.floor_s(2048) == pytest.approx(2048 * 29.4e-6 / tau)
+    assert spec.time(0, 2048, 2048, 0.0, 0.0) >= spec.floor_s(2048)
+    assert spec.time(512, 2048, 2048, 1e5, 0.0) >= 2048 * spec.host_s_per_sequence  # whole

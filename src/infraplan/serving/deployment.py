@@ -210,6 +210,7 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_seqs) if s.method == "draft" else None
         spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
                            draft=draft)
+    host_cpu = load_catalog().system_for(gpu.name).host_cpu  # the GPU's default node's
     step = build_step_model(arch, gpu, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),
@@ -217,7 +218,7 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             overhead_s_per_sequence=engine.overhead_s_per_sequence(
                                 dep.engine_version),
                             host_s_per_sequence=engine.host_s_per_sequence(
-                                dep.engine_version, load_catalog().system_for(gpu.name).host_cpu),
+                                dep.engine_version, host_cpu),
                             expert_imbalance=dep.expert_imbalance, speculation=spec,
                             decode_kv_reads=_decode_kv_reads(arch, engine, dep))
     chunked = engine.chunked_prefill if dep.chunked_prefill is None else dep.chunked_prefill

@@ -100,13 +100,18 @@ class StepModel:
         return len(self.linear_s) - 1
 
     def floor_s(self, sequences: int) -> float:
-        """The host time a step of `sequences` cannot beat, the GPU's being hidden under it."""
-        return self.host_s_per_sequence * sequences
+        """The host time a decode step of `sequences` cannot beat, the GPU's being hidden
+        under it; per generated token, as decode_coefficients, under speculation."""
+        floor = self.host_s_per_sequence * sequences
+        return floor / self.speculation.tokens_per_step if self.speculation else floor
 
     def time(self, prefill_tokens: int, n_decode: int, samples: int, prefill_pairs: float,
              decode_ctx: float) -> float:
-        return max(self._gpu_time(prefill_tokens, n_decode, samples, prefill_pairs,
-                                  decode_ctx), self.floor_s(samples))
+        gpu = self._gpu_time(prefill_tokens, n_decode, samples, prefill_pairs, decode_ctx)
+        # a step with prefill is one whole iteration, speculative or not
+        floor = self.floor_s(samples) if prefill_tokens == 0 \
+            else self.host_s_per_sequence * samples
+        return max(gpu, floor)
 
     def _gpu_time(self, prefill_tokens: int, n_decode: int, samples: int,
                   prefill_pairs: float, decode_ctx: float) -> float:
