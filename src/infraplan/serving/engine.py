@@ -28,7 +28,7 @@ import heapq
 import math
 from collections import deque
 
-from infraplan.serving.step_time import StepModel
+from infraplan.serving.step_time import StepModel, steps_at_floor
 
 INF = math.inf
 TIMELINE_POINTS = 500
@@ -61,7 +61,8 @@ class Replica:
         self.peak_used = 0
         # queue length and KV use over time, thinned to at most ~2 x TIMELINE_POINTS
         self.timeline: list[tuple[float, int, int, int]] = []
-        self.coefficients: dict[int, tuple[float, float]] = {}  # decode step cost by batch
+        # decode step cost by batch: a + b x ctx, at least floor
+        self.coefficients: dict[int, tuple[float, float, float]] = {}
         self.sample_every_s = 0.0
         self.next_sample_s = 0.0
 
@@ -247,16 +248,15 @@ class Replica:
             k = max_steps
         coefficients = self.coefficients.get(n)
         if coefficients is None:
-            coefficients = self.coefficients[n] = self.step.decode_coefficients(n)
-        a, b = coefficients
+            coefficients = self.coefficients[n] = (*self.step.decode_coefficients(n),
+                                                   self.step.floor_s(n))
+        a, b, floor = coefficients
         c = self.ctx + n  # each step reads the cache including the token it appends
-        floor = self.step.floor_s(n)
-        host_bound = floor > a + b * c
+        host_bound = floor > a + b * c  # the common case (no floor) costs one comparison
         if host_bound:
             # Each step lasts the host's floor until the growing cache makes the GPU's time
             # the longer: jump over those steps alone, at floor each.
-            if b > 0:
-                k = min(k, math.ceil((floor - a - b * c) / (b * n)))
+            k = min(k, steps_at_floor(a, b, floor, c, n))
             if t_limit < INF:
                 m = math.ceil((t_limit - self.now) / floor - 1e-9)
                 k = min(k, m if m > 1 else 1)

@@ -14,6 +14,7 @@ import numpy as np
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.step_time import steps_at_floor
 from infraplan.serving.traffic import Requests
 
 
@@ -173,13 +174,10 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
 def _static_decode(step, n: int, c: float):
     """Seconds the first J decode steps of a static batch of n take, as a function of J
     (an array). Step j reads c + n j cached tokens and costs a + b (c + n j), or the host's
-    floor f while that is longer: the first h = ceil((f - a - b c) / (b n)) steps."""
+    floor f while that is longer (the first steps_at_floor of them)."""
     a, b = step.decode_coefficients(n)
     f = step.floor_s(n)
-    if f <= a + b * c:
-        h = 0
-    else:
-        h = math.inf if b <= 0 else math.ceil((f - a - b * c) / (b * n))
+    h = steps_at_floor(a, b, f, c, n)
 
     def seconds(j: np.ndarray) -> np.ndarray:
         host = np.minimum(j, h)  # steps at the floor, then steps host .. j - 1 on the GPU

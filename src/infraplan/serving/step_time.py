@@ -146,6 +146,16 @@ class StepModel:
         return a / tau, b / tau
 
 
+def steps_at_floor(a: float, b: float, floor: float, c: float, n: int) -> float:
+    """How many decode steps of n sequences, the first reading c cached tokens and each the
+    next n more, last the host's `floor` rather than their GPU time a + b x ctx: those with
+    a + b (c + n j) < floor, j = 0, 1, ... (0 when the first is GPU-bound, inf when the
+    GPU time does not grow)."""
+    if floor <= a + b * c:
+        return 0
+    return math.inf if b <= 0 else math.ceil((floor - a - b * c) / (b * n))
+
+
 def _roofline(dev: Device, m, n: float, k: float, weight_bytes: float, act_bytes: float,
               count, groups=1.0) -> np.ndarray:
     """`count` kernels, each a grouped GEMM of `groups` problems (m x k) @ (k x n) with
