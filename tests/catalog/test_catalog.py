@@ -265,3 +265,28 @@ def test_the_engine_listing_states_each_release_rule():
     assert overhead["vllm"] == "2 (+0.09 a sequence, before 0.6)"
     assert overhead["tensorrt-llm"] == ("1 (at least 0.0294 a sequence on grace, from 1.0) "
                                         "(at least 0.0138 a sequence on x86, from 1.0)")
+    kv_memory = {row[0]: row[5] for row in rows}
+    assert kv_memory["tensorrt-llm"] == "0.95 of free (static batches 0.9 paged, from 0.10)"
+    assert kv_memory["vllm"] == "0.90 of total"
+
+
+def test_static_batches_reach_the_executor_from_0_10_when_a_release_is_named(tmp_path):
+    """TensorRT-LLM 0.10 moved static batches onto the in-flight batcher: a release from
+    0.10 gets the rule, an older one the contiguous cache, and a deployment that names no
+    release the contiguous cache its published static tables measured; a second range
+    reaching into the first fails the load."""
+    trtllm = CATALOG.engines.get("tensorrt-llm")
+    assert trtllm.static_batch_executor("0.11.0").kv_memory_fraction == pytest.approx(0.90)
+    assert trtllm.static_batch_executor("1.2.0rc2") is not None
+    assert trtllm.static_batch_executor("0.9.0") is None
+    assert trtllm.static_batch_executor(None) is None
+    assert CATALOG.engines.get("vllm").static_batch_executor("0.11.0") is None
+    rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
+            if r["name"] == "tensorrt-llm"]
+    rows[0]["executor_static_batches"].append(
+        dict(since="0.12", kv_memory_fraction=0.95, source="a test range"))
+    bad = tmp_path / "engines.yaml"
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"executor_static_batches: the range with no until "
+                                         r"overlaps"):
+        load_table(bad, Engine, "engine")

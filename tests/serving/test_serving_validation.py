@@ -491,3 +491,31 @@ def test_a_grace_host_slows_the_gb200_below_the_b200_as_published():
     published = QWEN3_HOSTS["gb200-186gb"] / QWEN3_HOSTS["b200-sxm-180gb"]
     assert throughput("gb200-186gb") / throughput("b200-sxm-180gb") == pytest.approx(
         published, rel=0.25)
+
+
+# Argonne LLM-Inference-Bench, TensorRT-LLM (0.11) on one A100 40 GB, Llama 2 7B W8A8 with an
+# int8 cache, one static batch of 1024 + 1024 tokens: latency at batch 32 and 64
+# (validation/serving_holdout.csv: 32 x 1024 / 1,432.51 and 64 x 1024 / 1,417.63 tok/s).
+ARGONNE_LATENCY_S = {32: 32 * 1024 / 1432.51, 64: 64 * 1024 / 1417.63}
+
+
+def test_a_static_batch_beyond_the_executor_cache_runs_in_waves_as_published():
+    """From 0.10 a static batch goes through the in-flight batcher, whose paged cache holds
+    0.9 of the free memory: 64 sequences of 2,048 tokens do not fit beside the weights, so
+    the batch runs in two waves and takes about twice as long as 32, as published (2.02x),
+    where a cache sized for the batch (releases before 0.10) holds all 64 and takes 1.6x."""
+    from infraplan.serving.validate import predict_row
+
+    def latency_s(batch: int, engine: str) -> float:
+        row = dict(id=str(batch), model="models/llama-2-7b.json", gpu="a100-sxm4-40gb",
+                   num_gpus="1", tp="1", weight_dtype="int8", kv_dtype="int8",
+                   input_len="1024", output_len="1024", num_requests=str(batch),
+                   arrival="static_batch", rate_per_s="", batch=str(batch),
+                   metric="output_tok_s", value="1", engine=engine)
+        return batch * 1024 / predict_row(row, ROOT / "validation").predicted
+
+    published = ARGONNE_LATENCY_S[64] / ARGONNE_LATENCY_S[32]
+    executor = latency_s(64, "TensorRT-LLM 0.11.0") / latency_s(32, "TensorRT-LLM 0.11.0")
+    session = latency_s(64, "TensorRT-LLM 0.9.0") / latency_s(32, "TensorRT-LLM 0.9.0")
+    assert executor == pytest.approx(published, rel=0.15)
+    assert session < 0.85 * published

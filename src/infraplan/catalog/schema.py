@@ -332,6 +332,16 @@ class SequenceOverhead(ReleaseRange):
     seconds: Seconds = Field(description="per running sequence, per step")
 
 
+class ExecutorStaticBatches(ReleaseRange):
+    """Releases in range run a static batch (one generate() call on a batch of requests)
+    through the in-flight batching executor instead of a session with a contiguous cache:
+    the cache is paged and takes `kv_memory_fraction` of the memory left free, and requests
+    it cannot hold wait until earlier ones finish instead of failing the batch."""
+
+    kv_memory_fraction: float = Field(gt=0, le=1, description="the runtime's default share "
+                                      "of free memory for the cache")
+
+
 class HostTimePerSequence(ReleaseRange):
     """Releases in range run their executor loop on the host beside the GPU (the next step
     is launched before the host has finished with the last one), spending `seconds` of host
@@ -379,6 +389,10 @@ class Engine(Row):
     host_time_per_sequence: tuple[HostTimePerSequence, ...] = Field(
         default=(), description="releases whose host loop runs beside the GPU and bounds a "
                                 "step from below by its sequences, per host CPU")
+    executor_static_batches: tuple[ExecutorStaticBatches, ...] = Field(
+        default=(), description="releases whose static batches run through the in-flight "
+                                "batching executor; uncovered: a contiguous cache sized for "
+                                "the batch, in all the memory left")
     context_bytes: Bytes | None = Field(
         default=None, description="device memory the engine's process holds besides weights, "
                                   "activation buffers and KV cache (CUDA context, kernel "
@@ -402,7 +416,8 @@ class Engine(Row):
 
     @model_validator(mode="after")
     def _release_ranges_do_not_overlap(self) -> Engine:
-        groups = {"step_overhead_per_sequence": self.step_overhead_per_sequence}
+        groups = {"step_overhead_per_sequence": self.step_overhead_per_sequence,
+                  "executor_static_batches": self.executor_static_batches}
         for cpu in {rule.host_cpu for rule in self.host_time_per_sequence}:
             groups[f"host_time_per_sequence ({cpu} hosts)"] = [
                 rule for rule in self.host_time_per_sequence if rule.host_cpu == cpu]
@@ -411,7 +426,7 @@ class Engine(Row):
             if pair is not None:
                 end = f"up to {pair[0].until!r}" if pair[0].until else "with no until"
                 raise ValueError(f"{field}: the range {end} overlaps the next one; give "
-                                 "each release one per-sequence cost")
+                                 "each release one rule")
         return self
 
     def overhead_s_per_sequence(self, version: str | None) -> float:
@@ -424,6 +439,16 @@ class Engine(Row):
         beside the GPU on a `host_cpu` host; 0 where no row covers it."""
         return next((rule.seconds for rule in self.host_time_per_sequence
                      if rule.host_cpu == host_cpu and rule.covers_release(version)), 0.0)
+
+    def static_batch_executor(self, version: str | None) -> ExecutorStaticBatches | None:
+        """The rule under which release `version` runs static batches through its in-flight
+        batching executor; None: a contiguous cache sized for the batch. A deployment that
+        names no release keeps the contiguous cache, as the static-batch tables of
+        TensorRT-LLM's performance pages (0.5-0.9, gptSessionBenchmark) measured it."""
+        if version is None:
+            return None
+        return next((rule for rule in self.executor_static_batches
+                     if rule.covers_release(version)), None)
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel

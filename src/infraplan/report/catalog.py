@@ -107,6 +107,15 @@ def _step_overhead(engine: Engine) -> str:
     return text
 
 
+def _kv_memory(engine: Engine) -> str:
+    """'0.95 of free', and '(static batches 0.9 paged, from 0.10)' where releases run static
+    batches through their in-flight batcher."""
+    text = f"{engine.kv_memory_fraction:.2f} {engine.kv_memory_rule.replace('_', ' ')}"
+    for rule in engine.executor_static_batches:
+        text += f" (static batches {rule.kv_memory_fraction:g} paged, {_releases(rule)})"
+    return text
+
+
 def engines() -> tuple[list[str], list[list], list[dict]]:
     headers = ["name", "max seqs", "max batched tokens", "block", "chunked prefill",
                "KV memory", "KV policy", "step overhead ms"]
@@ -123,8 +132,7 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
             tokens += f" ({big.max_num_batched_tokens}{on})"
         rows.append([e.name, seqs, tokens, e.block_size,
                      "yes" if e.chunked_prefill else "no",
-                     f"{e.kv_memory_fraction:.2f} {e.kv_memory_rule.replace('_', ' ')}",
-                     e.kv_policy.replace("_", " "), _step_overhead(e)])
+                     _kv_memory(e), e.kv_policy.replace("_", " "), _step_overhead(e)])
         data.append(e.model_dump(mode="json"))
     return headers, rows, data
 

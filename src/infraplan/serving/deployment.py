@@ -124,6 +124,7 @@ class ResolvedReplica:
     max_num_batched_tokens: int
     chunked_prefill: bool
     kv_policy: str
+    static_executor: bool = False  # static batches run through the in-flight batcher
 
 
 def resolve(dep: Deployment, *, base_dir: Path | None = None,
@@ -184,8 +185,11 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     # allocated for the batch alone (TensorRT-LLM's GptSession, which gptSessionBenchmark
     # runs, sizes a contiguous cache for batch x sequence length; the 0.6.1 performance
     # page builds its GPT-J and Llama engines without --paged_kv_cache), so it may take all
-    # the memory left: the engine's fraction is headroom for continuous batching.
-    fraction = dep.memory_fraction or (1.0 if static else None)
+    # the memory left: the engine's fraction is headroom for continuous batching. A release
+    # that runs static batches through its executor pages the cache at the runtime's share.
+    executor = engine.static_batch_executor(dep.engine_version) if static else None
+    fraction = dep.memory_fraction or (
+        (executor.kv_memory_fraction if executor else 1.0) if static else None)
 
     def sized(seqs: int, tokens: int) -> tuple[int, int, ReplicaMemory]:
         """The limits the deployment pins, else (seqs, tokens), and the memory they leave."""
@@ -225,4 +229,5 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     return ResolvedReplica(deployment=dep, arch=arch, gpu=gpu, engine=engine, step=step,
                            memory=memory, max_num_seqs=max_seqs,
                            max_num_batched_tokens=max_tokens, chunked_prefill=chunked,
-                           kv_policy=dep.kv_policy or engine.kv_policy)
+                           kv_policy=dep.kv_policy or engine.kv_policy,
+                           static_executor=executor is not None)

@@ -56,7 +56,8 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
     replica_of = np.zeros(n, dtype=np.int32)
     engine_kv_blocks = r.memory.kv_blocks
     if dep.batching == "static":
-        engines = [_static(r, requests, book)]
+        engines = _executor_batches(r, requests, book) if r.static_executor \
+            else [_static(r, requests, book)]
     else:
         # Pipeline stages keep pp batches in flight: pp engines per replica, each with its
         # own scheduler and 1/pp of the cache, as vLLM's virtual engines (its V0 Scheduler
@@ -169,6 +170,31 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
         now = first + total
         out.timeline.append((now, max(len(requests) - hi, 0), n, blocks))
     return out
+
+
+def _executor_batches(r: ResolvedReplica, requests: Requests,
+                      book: RequestBook) -> list[Replica]:
+    """Static batches handed to an in-flight batching executor (TensorRT-LLM from 0.10:
+    ModelRunnerCpp on the Executor API): a batch is submitted whole once its last request
+    has arrived and the previous batch is done; the engine admits what its paged cache
+    holds and the rest as earlier requests finish, so a batch larger than the cache runs
+    in waves instead of failing."""
+    size = r.deployment.batch_size
+    engines, start = [], 0.0
+    for lo in range(0, len(requests), size):
+        hi = min(lo + size, len(requests))
+        e = Replica(r.step, kv_blocks=r.memory.kv_blocks, block_size=r.memory.block_size,
+                    max_num_seqs=size, max_num_batched_tokens=r.max_num_batched_tokens,
+                    chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy, requests=book)
+        start = max(start, float(requests.arrival_s[hi - 1]))
+        e.run_until(start)
+        for rid in range(lo, hi):
+            e.submit(rid)
+        e.run_until(INF)
+        # a request the cache can never hold is dropped (NaN finish) and holds nothing up
+        start = max((t for t in book.finish_s[lo:hi] if t == t), default=start)
+        engines.append(e)
+    return engines
 
 
 def _static_decode(step, n: int, c: float):
