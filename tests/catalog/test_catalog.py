@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from infraplan.catalog import DATA_DIR, accelerator, load_catalog
-from infraplan.catalog.schema import Accelerator, Engine, System
+from infraplan.catalog.engines import Engine
+from infraplan.catalog.schema import Accelerator, System
 from infraplan.catalog.table import load_table
 from infraplan.economics.offers import load_offers
 from infraplan.errors import InputError, UnknownNameError

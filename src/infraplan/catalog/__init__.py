@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Engine, Measurement,
-                                     ModelEntry, Network, StorageTier, System)
+from infraplan.catalog.engines import Engine
+from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Measurement, ModelEntry,
+                                     Network, StorageTier, System)
 from infraplan.catalog.table import Table, load_table
 from infraplan.errors import InputError
 

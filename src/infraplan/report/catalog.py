@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import Engine, ReleaseRange
+from infraplan.catalog.engines import Engine, ReleaseRange
 from infraplan.economics.offers import load_offers
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table

@@ -11,7 +11,8 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import RELEASE, Accelerator, Engine
+from infraplan.catalog.engines import RELEASE, Engine
+from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, load_model
 from infraplan.serving import trtllm_bench

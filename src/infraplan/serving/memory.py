@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import Accelerator, Engine
+from infraplan.catalog.engines import Engine
+from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token, param_counts
 from infraplan.serving.quantization import WeightFormat

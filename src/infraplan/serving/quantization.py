@@ -85,7 +85,7 @@ class WeightFormat:
     bytes_per_weight: float
     gemm_dtype: str  # the dtype whose tensor-core peak the GEMMs run at
     # GEMM inputs of a layer quantized by an element-wise kernel of their own (names from
-    # catalog.schema.ALL_GEMM_INPUTS); fp8, fp4 and weight-only formats fuse theirs
+    # catalog.engines.ALL_GEMM_INPUTS); fp8, fp4 and weight-only formats fuse theirs
     quantized_inputs: tuple[str, ...] = ()
 
     @property

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from infraplan.catalog import load_catalog
-from infraplan.catalog.schema import PRERELEASE_TAG
+from infraplan.catalog.engines import PRERELEASE_TAG
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import summarize
