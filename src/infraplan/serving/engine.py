@@ -259,7 +259,7 @@ class Replica:
             k = min(k, steps_at_floor(a, b, floor, c, n))
             if t_limit < INF:
                 m = math.ceil((t_limit - self.now) / floor - 1e-9)
-                k = min(k, m if m > 1 else 1)
+                k = min(k, max(m, 1))
         elif t_limit < INF:
             # smallest m with m a + b (m c + n m (m - 1) / 2) >= t_limit - now
             gap = t_limit - self.now

@@ -63,12 +63,7 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
         # own scheduler and 1/pp of the cache, as vLLM's virtual engines (its V0 Scheduler
         # divides num_gpu_blocks by pipeline_parallel_size), routed like replicas.
         engine_kv_blocks = r.memory.kv_blocks // dep.pp
-        engines = [Replica(r.step, kv_blocks=engine_kv_blocks,
-                           block_size=r.memory.block_size, max_num_seqs=r.max_num_seqs,
-                           max_num_batched_tokens=r.max_num_batched_tokens,
-                           chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy,
-                           requests=book, max_model_len=r.arch.max_position_embeddings
-                           if r.engine.rejects_beyond_model_context else None)
+        engines = [_replica(r, book, engine_kv_blocks, r.max_num_seqs)
                    for _ in range(dep.replicas * dep.pp)]
         arrivals = requests.arrival_s.tolist()
         for first in range(0, n, PROGRESS_CHUNK):
@@ -91,6 +86,16 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
 
 
 PROGRESS_CHUNK = 1 << 15  # requests routed between two progress reports
+
+
+def _replica(r: ResolvedReplica, book: RequestBook, kv_blocks: int,
+             max_num_seqs: int) -> Replica:
+    """One continuous-batching engine of the resolved deployment."""
+    return Replica(r.step, kv_blocks=kv_blocks, block_size=r.memory.block_size,
+                   max_num_seqs=max_num_seqs, max_num_batched_tokens=r.max_num_batched_tokens,
+                   chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy, requests=book,
+                   max_model_len=r.arch.max_position_embeddings
+                   if r.engine.rejects_beyond_model_context else None)
 
 
 def _route(engines: list[Replica], arrivals: list[float], router: str,
@@ -183,9 +188,7 @@ def _executor_batches(r: ResolvedReplica, requests: Requests,
     engines, start = [], 0.0
     for lo in range(0, len(requests), size):
         hi = min(lo + size, len(requests))
-        e = Replica(r.step, kv_blocks=r.memory.kv_blocks, block_size=r.memory.block_size,
-                    max_num_seqs=size, max_num_batched_tokens=r.max_num_batched_tokens,
-                    chunked_prefill=r.chunked_prefill, kv_policy=r.kv_policy, requests=book)
+        e = _replica(r, book, r.memory.kv_blocks, size)
         start = max(start, float(requests.arrival_s[hi - 1]))
         e.run_until(start)
         for rid in range(lo, hi):
