@@ -274,14 +274,19 @@ def test_the_engine_listing_states_each_release_rule():
 def test_static_batches_reach_the_executor_from_0_10_when_a_release_is_named(tmp_path):
     """TensorRT-LLM 0.10 moved static batches onto the in-flight batcher: a release from
     0.10 gets the rule, an older one the contiguous cache, and a deployment that names no
-    release the contiguous cache its published static tables measured; a second range
+    release the contiguous cache its published static tables measured; the other engines'
+    offline APIs always use their scheduler, at their own cache share; a second range
     reaching into the first fails the load."""
     trtllm = CATALOG.engines.get("tensorrt-llm")
     assert trtllm.static_batch_executor("0.11.0").kv_memory_fraction == pytest.approx(0.90)
     assert trtllm.static_batch_executor("1.2.0rc2") is not None
     assert trtllm.static_batch_executor("0.9.0") is None
     assert trtllm.static_batch_executor(None) is None
-    assert CATALOG.engines.get("vllm").static_batch_executor("0.11.0") is None
+    # vLLM's LLM.generate() schedules a batch like any other requests, in every release
+    for engine in ("vllm", "sglang", "lmdeploy"):
+        for version in ("0.4.0", None):
+            rule = CATALOG.engines.get(engine).static_batch_executor(version)
+            assert rule is not None and rule.kv_memory_fraction is None
     rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
             if r["name"] == "tensorrt-llm"]
     rows[0]["executor_static_batches"].append(

@@ -137,11 +137,15 @@ class SequenceOverhead(ReleaseRange):
 class ExecutorStaticBatches(ReleaseRange):
     """Releases in range run a static batch (one generate() call on a batch of requests)
     through the in-flight batching executor instead of a session with a contiguous cache:
-    the cache is paged and takes `kv_memory_fraction` of the memory left free, and requests
-    it cannot hold wait until earlier ones finish instead of failing the batch."""
+    the cache is paged and takes `kv_memory_fraction` of memory under the engine's
+    kv_memory_rule, and requests it cannot hold wait until earlier ones finish instead of
+    failing the batch."""
 
-    kv_memory_fraction: float = Field(gt=0, le=1, description="the runtime's default share "
-                                      "of free memory for the cache")
+    kv_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="the runtime's default share for the cache "
+                                              "(empty: the engine's kv_memory_fraction)")
+    unversioned: bool = Field(default=True, description="whether a deployment that names no "
+                                                        "release runs its batches this way")
 
 
 class HostTimePerSequence(ReleaseRange):
@@ -245,12 +249,11 @@ class Engine(Row):
     def static_batch_executor(self, version: str | None) -> ExecutorStaticBatches | None:
         """The rule under which release `version` runs static batches through its in-flight
         batching executor; None: a contiguous cache sized for the batch. A deployment that
-        names no release keeps the contiguous cache, as the static-batch tables of
-        TensorRT-LLM's performance pages (0.5-0.9, gptSessionBenchmark) measured it."""
-        if version is None:
-            return None
+        names no release gets a rule only if it is `unversioned` (TensorRT-LLM's is not: the
+        static-batch tables of its performance pages, 0.5-0.9 on gptSessionBenchmark, name
+        no release)."""
         return next((rule for rule in self.executor_static_batches
-                     if rule.covers_release(version)), None)
+                     if rule.covers_release(version) and (version or rule.unversioned)), None)
 
     def decode_kv_reads(self, group_size: int, head_dim: int, version: str | None) -> int:
         """How often one decode step reads each cached KV head: once where the kernel

@@ -112,7 +112,8 @@ def _kv_memory(engine: Engine) -> str:
     batches through their in-flight batcher."""
     text = f"{engine.kv_memory_fraction:.2f} {engine.kv_memory_rule.replace('_', ' ')}"
     for rule in engine.executor_static_batches:
-        text += f" (static batches {rule.kv_memory_fraction:g} paged, {_releases(rule)})"
+        if rule.kv_memory_fraction is not None:
+            text += f" (static batches {rule.kv_memory_fraction:g} paged, {_releases(rule)})"
     return text
 
 

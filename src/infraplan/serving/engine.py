@@ -5,7 +5,9 @@ The scheduler follows vLLM's (Kwon et al. 2023, PagedAttention; vLLM V1 schedule
   arrival order, get prefill tokens up to `max_num_batched_tokens` per step and
   `max_num_seqs` sequences in flight. With chunked prefill (Agrawal et al. 2024, Sarathi)
   a long prompt is cut into chunks that share steps with the decodes; without it a step is
-  either all prefill (whole prompts) or all decode (vLLM V0's default).
+  either all prefill (whole prompts) or all decode (vLLM V0's default). A request starts,
+  or resumes after preemption, only when blocks for its whole chunk are free (V0's
+  can_allocate, V1's allocate_slots), so it never re-enters in pieces that fill the cache.
 - The KV cache is paged in blocks of `block_size` tokens. `on_demand`: a sequence takes a
   new block when its length crosses a block boundary; when none is free the most recently
   admitted sequence is preempted and later recomputed (its prompt plus what it generated).
@@ -187,8 +189,6 @@ class Replica:
                 need = 0 if rid in self.reserved else -(-(prompt_of[rid] + book.output[rid])
                                                        // B)
             else:
-                if self.chunked:  # cut the chunk to the free blocks (and the last one's slack)
-                    chunk = min(chunk, (free + held) * B - done)
                 need = -(-(done + chunk) // B) - held
             if chunk <= 0 or need > free:
                 break

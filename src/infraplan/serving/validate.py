@@ -178,6 +178,15 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         raise _in_columns(row, exc) from None
     result = simulate(dep, requests, base_dir=base_dir)
     summary = summarize(result)
+    if summary["dropped"]:
+        # a run whose engine refused requests published no figure to compare with
+        reasons = "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
+        raise InputError(
+            f"row {row['id']!r}: the engine refuses {summary['dropped']:,} of "
+            f"{summary['requests']:,} requests ({reasons})",
+            fix="check input_len and output_len against the model's context, or give the "
+                "replica more KV cache (a larger tp or num_gpus, a quantized weight_dtype or "
+                "kv_dtype)")
     if metric in THROUGHPUT_METRICS:
         predicted = summary["throughput"][THROUGHPUT_METRICS[metric]]
     else:
