@@ -254,7 +254,8 @@ def test_grace_hosts_are_the_gh200_gb200_and_gb300_nodes():
     grace = {s.name for s in CATALOG.systems if s.host_cpu == "grace"}
     assert grace == {s.name for s in CATALOG.systems
                      if s.accelerator.startswith(("gh200", "gb200", "gb300"))}
-    assert grace == {"lambda-gpu-1x-gh200", "dgx-gb200-nvl72", "dgx-gb300-nvl72"}
+    assert grace == {"lambda-gpu-1x-gh200", "gh200-144gb-1x-server", "gh200-nvl2-144gb",
+                     "dgx-gb200-nvl72", "dgx-gb300-nvl72"}
 
 
 def test_the_engine_listing_states_each_release_rule():
