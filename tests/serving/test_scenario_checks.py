@@ -169,4 +169,4 @@ def test_without_slos_the_plan_still_keeps_up_with_the_traffic():
     assert best.deployment.replicas * best.capacity_requests_per_s > 20
     assert (best.deployment.replicas - 1) * best.capacity_requests_per_s <= 20
     with pytest.raises(InputError):  # the checks run whatever builds the scenario
-        ServeScenario.model_validate(_with(raw, search__gpus=["l40"]))
+        ServeScenario.model_validate(_with(raw, search__gpus=["l50"]))
