@@ -107,11 +107,16 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
     return summary
 
 
+def dropped_reasons(summary: dict) -> str:
+    """'200 prompt + output longer than the KV cache holds; ...': the refused requests by
+    reason."""
+    return "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
+
+
 def require_completions(summary: dict) -> None:
     """An InputError when no request completed: every one was refused (too long for the
     context or the KV cache), so there is nothing to report."""
     if summary["completed"] == 0:
-        reasons = "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
-        raise InputError(f"no request completed: {reasons}",
+        raise InputError(f"no request completed: {dropped_reasons(summary)}",
                          fix="shorten the requests (traffic.input / traffic.output), or give "
                              "the engine more KV cache (raise tp, quantize weights or KV)")

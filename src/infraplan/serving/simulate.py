@@ -179,8 +179,9 @@ def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _Stati
 
 def _executor_batches(r: ResolvedReplica, requests: Requests,
                       book: RequestBook) -> list[Replica]:
-    """Static batches handed to an in-flight batching executor (TensorRT-LLM from 0.10:
-    ModelRunnerCpp on the Executor API): a batch is submitted whole once its last request
+    """Static batches handed to an in-flight batching scheduler (vLLM's, SGLang's and
+    LMDeploy's offline generate(); TensorRT-LLM from 0.10, ModelRunnerCpp on the Executor
+    API; engines.yaml executor_static_batches): a batch is submitted whole once its last request
     has arrived and the previous batch is done; the engine admits what its paged cache
     holds and the rest as earlier requests finish, so a batch larger than the cache runs
     in waves instead of failing."""

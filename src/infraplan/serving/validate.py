@@ -19,7 +19,7 @@ from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import PRERELEASE_TAG
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
-from infraplan.serving.metrics import summarize
+from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
@@ -180,10 +180,9 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     summary = summarize(result)
     if summary["dropped"]:
         # a run whose engine refused requests published no figure to compare with
-        reasons = "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
         raise InputError(
             f"row {row['id']!r}: the engine refuses {summary['dropped']:,} of "
-            f"{summary['requests']:,} requests ({reasons})",
+            f"{summary['requests']:,} requests ({dropped_reasons(summary)})",
             fix="check input_len and output_len against the model's context, or give the "
                 "replica more KV cache (a larger tp or num_gpus, a quantized weight_dtype or "
                 "kv_dtype)")
