@@ -278,6 +278,28 @@ def test_only_offline_tensorrt_llm_rows_take_trtllm_bench_limits(arrival, engine
     assert deployment_for_row(row).tuning == tuning
 
 
+def test_a_row_may_name_the_node_type_it_ran_on():
+    """The gpu cell takes a node type (name or alias) as well as an accelerator: the row
+    runs on that node's links and host CPU, and its plan says so. Llama 3.1 8B at TP 2 on
+    two NVLink-bridged GH200s generates faster than on the GH200's default node (one
+    superchip a node, all-reduces over InfiniBand)."""
+    from infraplan.serving.validate import deployment_for_row, predict_row
+
+    row = dict(id="r", model="llama-3.1-8b", gpu="gh200-144gb", num_gpus="2", tp="2",
+               weight_dtype="bf16", kv_dtype="", input_len="128", output_len="128",
+               num_requests="64", arrival="offline", rate_per_s="", batch="",
+               metric="output_tok_s", value="1", engine="vLLM 0.10.0")
+    bridged = dict(row, gpu="gh200-nvl2-144gb")
+    assert (deployment_for_row(row).gpu, deployment_for_row(row).system) == \
+        ("gh200-144gb", None)
+    assert (deployment_for_row(bridged).gpu, deployment_for_row(bridged).system) == \
+        ("gh200-144gb", "gh200-nvl2-144gb")
+    over_ib, over_bridge = predict_row(row, ROOT), predict_row(bridged, ROOT)
+    assert over_bridge.predicted > over_ib.predicted
+    assert " on gh200-nvl2-144gb " in over_bridge.plan.describe()
+    assert " on " not in over_ib.plan.describe()
+
+
 def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
     """Latency metrics (ttft, tpot, its alias itl, e2e) x (p50, mean, p90, p99) take that
     statistic of the per-request latencies; throughputs divide by the run's makespan. A

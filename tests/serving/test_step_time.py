@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from infraplan.catalog import load_catalog
+from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
 from infraplan.physics.compute import memory_time
@@ -406,6 +407,29 @@ def test_vllm_v0_quantizes_every_fp8_gemm_input_on_its_own():
                       engine="vllm", engine_version="0.5.4")
     assert resolve(a100).step.linear_s[tokens] == pytest.approx(
         resolve(a100.model_copy(update={"engine_version": None})).step.linear_s[tokens])
+
+
+def test_a_named_node_type_carries_the_tp_collectives_over_its_own_links():
+    """GH200 at TP 2: two superchips bridged by NVLink (gh200-nvl2-144gb) all-reduce over
+    the bridge, one superchip per node (the GH200's default node) over InfiniBand. Weights
+    and cache are the same; the layer time differs by exactly Llama 3.1 8B's 32 x 2
+    all-reduces over the two fabrics. A node holding another GPU is refused by name."""
+    from infraplan.physics.collectives import all_reduce, group
+
+    base = Deployment(model="llama-3.1-8b", gpu="gh200-144gb", tp=2)
+    bridged = base.model_copy(update={"system": "gh200-nvl2-144gb"})
+    tokens = 256
+    saved = 0.0
+    for node, sign in (("gh200-144gb-1x-server", 1.0), ("gh200-nvl2-144gb", -1.0)):
+        fab = hardware.fabric(hardware.cluster("gh200-144gb", node))
+        saved += sign * 64 * float(all_reduce(tokens * 4096 * 2.0, group(2, 1, fab), fab))
+    assert saved > 0
+    assert resolve(base).step.linear_s[tokens] - resolve(bridged).step.linear_s[tokens] == \
+        pytest.approx(saved)
+    assert resolve(base).memory.kv_tokens == resolve(bridged).memory.kv_tokens
+    with pytest.raises(InputError, match="system 'gh200-nvl2-144gb' holds gh200-144gb, not "
+                                         "h100-sxm5-80gb"):
+        resolve(base.model_copy(update={"gpu": "h100", "system": "gh200-nvl2-144gb"}))
 
 
 def test_trtllm_pytorch_backend_host_loop_floors_the_step_by_host_cpu():

@@ -194,3 +194,20 @@ def test_plan_train_cli_text(capsys):
     assert main(["plan", "train", str(scenario)]) == 0
     out = capsys.readouterr().out
     assert "best plans:" in out and "frontier" in out and "why other choices lost" in out
+
+
+def test_a_row_may_name_the_node_type_it_ran_on(tmp_path):
+    """The gpu cell takes a catalog node type (name or alias) as well as an accelerator: the
+    default node of the A100 80GB (DGX A100, 8 x 200 Gb/s HDR) predicts as the bare GPU
+    name; a p4de.24xlarge (the same GPUs on 4 x 100 Gb/s EFA) syncs the gradients over a
+    quarter of the bandwidth, so its step is longer. A typo names the close node types."""
+    def predicted(gpu):
+        (row,) = validate_training(_row_csv(tmp_path, gpu=gpu)).rows
+        return row.predicted, row.plan.breakdown_s["dp_comm"]
+
+    bare, dgx, p4de = predicted("a100-sxm4-80gb"), predicted("dgx-a100-640gb"), \
+        predicted("p4de.24xlarge")
+    assert dgx == bare
+    assert p4de[1] > 3 * bare[1] and p4de[0] > bare[0]
+    (failed,) = validate_training(_row_csv(tmp_path, gpu="p4dd")).failed
+    assert "unknown accelerator or node type 'p4dd'; did you mean 'p4d', 'p4de'" in failed.error

@@ -15,7 +15,7 @@ from infraplan.catalog.engines import Engine
 from infraplan.catalog.schema import (Accelerator, Calibration, Constant, Measurement, ModelEntry,
                                      Network, StorageTier, System)
 from infraplan.catalog.table import Table, load_table
-from infraplan.errors import InputError
+from infraplan.errors import InputError, UnknownNameError
 
 DATA_DIR = Path(__file__).parent / "data"
 MODELS_DIR = DATA_DIR / "models"
@@ -69,6 +69,21 @@ class Catalog:
         from infraplan.economics.offers import price_per_gpu_hour  # offers reads this catalog
 
         return price_per_gpu_hour(accelerator_name, pricing)
+
+    def hardware(self, name: str) -> tuple[Accelerator, System | None]:
+        """An accelerator, or a node type and the accelerator it holds: (accelerator, the
+        named node or None for the accelerator's default). Accelerator names win where a
+        node type's alias spells the same."""
+        if name in self.accelerators:
+            return self.accelerators.get(name), None
+        if name in self.systems:
+            node = self.systems.get(name)
+            return self.accelerators.get(node.accelerator), node
+        raise UnknownNameError(
+            "accelerator or node type", name,
+            self.accelerators.names() + self.accelerators.aliases() + self.systems.names()
+            + self.systems.aliases(),
+            fix="run 'infraplan catalog gpus' or 'infraplan catalog systems' to list them")
 
     def system_for(self, accelerator_name: str) -> System:
         """The default node type of an accelerator: the first system row that holds it."""

@@ -48,6 +48,10 @@ class Deployment(SpecModel):
 
     model: str = Field(description="catalog model name or config.json path")
     gpu: str = Field(description="accelerator name or alias from the catalog")
+    system: str | None = Field(
+        default=None, description="node type from the catalog (systems.yaml) holding the "
+        "gpu: its links carry the tensor-parallel collectives and its host CPU runs the "
+        "engine's loop; None: the accelerator's default node")
     tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs per replica")
     pp: int = Field(default=1, ge=1, description="pipeline stages per replica (a "
                                                  "throughput model: see step_time.py)")
@@ -138,6 +142,11 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
     catalog = load_catalog()
     arch = arch or load_model(dep.model, base_dir=base_dir)
     gpu = catalog.accelerators.get(dep.gpu)
+    node = catalog.systems.get(dep.system) if dep.system is not None else None
+    if node is not None and node.accelerator != gpu.name:
+        raise InputError(f"system {node.name!r} holds {node.accelerator}, not {gpu.name}",
+                         fix=f"set gpu to {node.accelerator}, or pick a node type that holds "
+                             f"{gpu.name} ('infraplan catalog systems')")
     engine = catalog.engines.get(dep.engine)
     heads = arch.attention.num_heads
     if dep.pp > arch.num_layers:
@@ -215,7 +224,8 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_seqs) if s.method == "draft" else None
         spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
                            draft=draft)
-    host_cpu = load_catalog().system_for(gpu.name).host_cpu  # the GPU's default node's
+    catalog = load_catalog()
+    node = catalog.systems.get(dep.system) if dep.system else catalog.system_for(gpu.name)
     step = build_step_model(arch, gpu, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),
@@ -223,9 +233,9 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             overhead_s_per_sequence=engine.overhead_s_per_sequence(
                                 dep.engine_version),
                             host_s_per_sequence=engine.host_s_per_sequence(
-                                dep.engine_version, host_cpu),
+                                dep.engine_version, node.host_cpu),
                             expert_imbalance=dep.expert_imbalance, speculation=spec,
-                            decode_kv_reads=_decode_kv_reads(arch, engine, dep))
+                            decode_kv_reads=_decode_kv_reads(arch, engine, dep), system=node)
     chunked = engine.chunked_prefill if dep.chunked_prefill is None else dep.chunked_prefill
     return ResolvedReplica(deployment=dep, arch=arch, gpu=gpu, engine=engine, step=step,
                            memory=memory, max_num_seqs=max_seqs,

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infraplan.catalog.schema import Accelerator
+from infraplan.catalog.schema import Accelerator, System
 from infraplan.dtypes import dtype_bytes
 from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
@@ -255,12 +255,14 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
                      overhead_s_per_sequence: float = 0.0, host_s_per_sequence: float = 0.0,
                      expert_imbalance: float = 1.0,
                      speculation: Speculation | None = None,
-                     decode_kv_reads: int = 1) -> StepModel:
+                     decode_kv_reads: int = 1, system: System | None = None) -> StepModel:
+    """`system`: the node type whose links carry the TP collectives (None: the
+    accelerator's default node)."""
     act = dtype_bytes("bf16")
     dev = hardware.device(gpu.name, weights.gemm_dtype, use="serving")
     dev16 = hardware.device(gpu.name, "bf16" if "bf16" in gpu.peak_flops else "fp16",
                             use="serving")
-    fab = hardware.fabric(hardware.cluster(gpu.name))
+    fab = hardware.fabric(hardware.cluster(gpu.name, system))
     tokens = np.arange(max_tokens + 1, dtype=float)
     at, h = arch.attention, arch.hidden_size
 

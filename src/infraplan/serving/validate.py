@@ -59,7 +59,8 @@ class RowPlan:
         batching = f"static batch {d.batch_size}" if d.batching == "static" else \
             f"max seqs {self.max_num_seqs}, max tokens {self.max_num_batched_tokens}"
         pp = f" PP={d.pp}" if d.pp > 1 else ""
-        return (f"{d.engine}{stand_in} TP={d.tp}{pp} w={d.weight_dtype} kv={d.kv_dtype}, "
+        node = f" on {d.system}" if d.system else ""
+        return (f"{d.engine}{stand_in} TP={d.tp}{pp}{node} w={d.weight_dtype} kv={d.kv_dtype}, "
                 f"{batching}, KV {self.kv_tokens:,} tokens")
 
 
@@ -141,9 +142,11 @@ def deployment_for_row(row: dict) -> Deployment:
     arrival = row_word(row, "arrival")
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
+    gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
     # model_validate: a bad cell fails its row with the field named, not a traceback
     return Deployment.model_validate(dict(
-        model=row["model"].strip(), gpu=row["gpu"].strip(), tp=tp, pp=gpus // tp,
+        model=row["model"].strip(), gpu=gpu.name, system=node.name if node else None,
+        tp=tp, pp=gpus // tp,
         weight_dtype=row_word(row, "weight_dtype", "bf16"),
         kv_dtype=row_word(row, "kv_dtype") or None, engine=engine.name,
         engine_version=engine_version_for_row(row.get("engine")),

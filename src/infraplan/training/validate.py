@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
@@ -65,7 +66,8 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
                       global_batch=row_int(row, "global_batch", required=True),
                       tokens=tokens, precision=precision)
-    result = search(arch, [row["gpu"].strip()], knobs_for_row(row), job, top=1)
+    gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
+    result = search(arch, [gpu.name], knobs_for_row(row), job, top=1, system=node)
     best = result.best[0]
     predicted = {"step_s": best.step_s, "gpu_hours": best.gpu_hours,
                  "tokens_per_s": best.tokens_per_s,
