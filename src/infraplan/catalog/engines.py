@@ -207,7 +207,6 @@ class Engine(Row):
         default=(), description="releases of the decode attention kernel, oldest first; "
                                 "empty: every release groups any GQA shape (FlashAttention / "
                                 "FlashInfer decode)")
-
     unfused_quantization: tuple[UnfusedQuantization, ...] = Field(
         default=(), description="releases that quantize each GEMM input in its own kernel")
 

@@ -142,11 +142,6 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
     catalog = load_catalog()
     arch = arch or load_model(dep.model, base_dir=base_dir)
     gpu = catalog.accelerators.get(dep.gpu)
-    node = catalog.systems.get(dep.system) if dep.system is not None else None
-    if node is not None and node.accelerator != gpu.name:
-        raise InputError(f"system {node.name!r} holds {node.accelerator}, not {gpu.name}",
-                         fix=f"set gpu to {node.accelerator}, or pick a node type that holds "
-                             f"{gpu.name} ('infraplan catalog systems')")
     engine = catalog.engines.get(dep.engine)
     heads = arch.attention.num_heads
     if dep.pp > arch.num_layers:
@@ -182,6 +177,12 @@ def _decode_kv_reads(arch: ModelArch, engine: Engine, dep: Deployment) -> int:
 
 def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
+    catalog = load_catalog()
+    node = catalog.systems.get(dep.system) if dep.system else catalog.system_for(gpu.name)
+    if node.accelerator != gpu.name:
+        raise InputError(f"system {node.name!r} holds {node.accelerator}, not {gpu.name}",
+                         fix=f"set gpu to {node.accelerator}, or pick a node type that holds "
+                             f"{gpu.name} ('infraplan catalog systems')")
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
     if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only
@@ -224,8 +225,6 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
                             max_seqs) if s.method == "draft" else None
         spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
                            draft=draft)
-    catalog = load_catalog()
-    node = catalog.systems.get(dep.system) if dep.system else catalog.system_for(gpu.name)
     step = build_step_model(arch, gpu, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),
