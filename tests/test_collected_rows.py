@@ -27,7 +27,7 @@ def _count(path: Path) -> int:
 # Where the project README quotes a file's summary: a pattern whose groups are the median
 # and (if quoted) the max |error| in percent.
 README_QUOTES = {
-    "training_holdout.csv": r"On 190 published runs no constant was fitted on \(.*?\) it is "
+    "training_holdout.csv": r"On 191 published runs no constant was fitted on \(.*?\) it is "
                             r"([\d.]+) %",
     "serving_holdout.csv": r"on 152 published TensorRT-LLM, vLLM and LMDeploy rows.*?\) it is "
                            r"([\d.]+) %",
@@ -42,7 +42,7 @@ README_QUOTES = {
 
 
 @pytest.mark.parametrize("name, validate, rows", [
-    ("training_holdout.csv", validate_training, 190),
+    ("training_holdout.csv", validate_training, 191),
     ("serving_collected.csv", validate_serving, 29),
     ("serving_holdout.csv", validate_serving, 152),
     ("serving_latency.csv", validate_serving, 120),
