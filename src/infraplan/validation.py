@@ -160,10 +160,15 @@ def row_flag(row: dict, key: str) -> bool | None:
     raise InputError(f"row {row.get('id')!r}: {key} must be true or false, got {text!r}")
 
 
+# The largest count a cell may hold (GPUs, sequences, tokens a sequence): a signed 32-bit
+# integer, far above any published run, so that products of counts stay exact in floats.
+ROW_INT_MAX = 2**31 - 1
+
+
 def row_int(row: dict, key: str, *, required: bool = False, low: int | None = None,
             high: int | None = None) -> int | None:
-    """The whole number in low..high (low: 1 if required, else 0) in a row's cell; None for
-    an empty cell unless required."""
+    """The whole number in low..high (low: 1 if required, else 0; high: ROW_INT_MAX) in a
+    row's cell; None for an empty cell unless required."""
     low = (1 if required else 0) if low is None else low
     text = (row.get(key) or "").strip()
     if not text:
@@ -180,6 +185,9 @@ def row_int(row: dict, key: str, *, required: bool = False, low: int | None = No
     if value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"between {low} and {high}"
         raise InputError(f"row {row.get('id')!r}: {key} must be {bound}, got {value}")
+    if value > ROW_INT_MAX:
+        raise InputError(f"row {row.get('id')!r}: {key} must be at most {ROW_INT_MAX:,}, "
+                         f"got {text}")
     return value
 
 

@@ -6,6 +6,7 @@ mean" against the fields that exist, a bad value names the field and what it acc
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -130,6 +131,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (list, dict)):  # `? [a, b]` or `{a: 1}: x`: unhashable
+                raise InputError(f"the key at line {key_node.start_mark.line + 1} is a "
+                                 f"{'list' if isinstance(key, list) else 'mapping'}, "
+                                 "not a name", fix="write each key as a plain name (key: value)")
             if isinstance(key, str) and key in seen:
                 raise InputError(f"the key {key!r} is given twice at line "
                                  f"{key_node.start_mark.line + 1}",
@@ -138,21 +143,35 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def parse_yaml(text: str, origin: str) -> Any:
+    """The YAML document in `text`, each mapping's keys unique; what cannot be read is an
+    InputError naming `origin` and, where PyYAML locates it, the line."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except InputError as exc:  # a key given twice, or a key that is not a name
+        raise InputError(f"{origin}: {exc.message}", fix=exc.fix) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise InputError(f"{origin}: not valid YAML{where} "
+                         f"({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise InputError(f"{origin}: nested too deeply to read",
+                         fix="write the scenario as a few levels of keys (see examples/)") \
+            from None
+    except ValueError:  # Python converts at most this many digits of an integer
+        raise InputError(f"{origin}: holds an integer of more than "
+                         f"{sys.get_int_max_str_digits():,} digits",
+                         fix="write each number with its real size") from None
+
+
 def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
                   overrides: dict[str, Any] | None = None) -> _Spec:
     """Read a scenario YAML; `overrides` ({"parallelism.tp": 8}) win over the file."""
     path = Path(path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
-    try:
-        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except InputError as exc:  # a key given twice
-        raise InputError(f"{path.name}: {exc.message}", fix=exc.fix) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path.name}: not valid YAML{where} "
-                         f"({getattr(exc, 'problem', exc)})") from None
+    raw = parse_yaml(text, path.name)
     if not isinstance(raw, dict):
         keys = ", ".join([k for k in model.model_fields if k not in ("name", "description")][:3])
         what = "is empty" if raw is None else f"holds a {type(raw).__name__}, not keys"

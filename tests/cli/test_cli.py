@@ -188,6 +188,14 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     # a model name too long for a file name: a catalog miss, not an OSError traceback
     ("model: " + "x" * 400 + "\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n",
      "unknown model 'xxxxxxxx"),
+    # what PyYAML reads but Python refuses: ValueError, RecursionError, TypeError before
+    ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: " + "9" * 5000 + "}\n",
+     "scenario.yaml: holds an integer of more than 4,300 digits"),
+    ("model: llama-3.1-8b\nhardware: " + "[" * 2000 + "]" * 2000 + "\n",
+     "scenario.yaml: nested too deeply to read"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\n? [seq_len, 2048]\n: 1\n",
+     "the key at line 3 is a list, not a name"),
+    ("model: llama-3.1-8b\n{gpu: h100}: x\n", "the key at line 2 is a mapping, not a name"),
 ])
 def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     path = tmp_path / "scenario.yaml"
@@ -226,6 +234,12 @@ def test_bad_config_json(tmp_path, capsys):
     broken.write_text('{"model_type": "t5", "d_model": 512}')
     code, _, err = run(capsys, "memory", "--model", str(broken), "--gpu", "h100")
     assert code == 2 and "unsupported model_type 't5'" in err and "deepseek_v3" in err
+    broken.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
+    code, _, err = run(capsys, "model", str(broken))
+    assert code == 2 and "config.json: holds an integer of more than 4,300 digits" in err
+    broken.write_text('{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, _, err = run(capsys, "model", str(broken))
+    assert code == 2 and "config.json: nested too deeply to read" in err
 
 
 @pytest.mark.parametrize("model_type", [[], {}, ["llama"]])

@@ -335,6 +335,11 @@ def test_with_rate_rejects_a_bad_rate():
      "traffic.arrival.cv does not apply to kind 'poisson'.*set kind: gamma"),
     ({"arrival": {"kind": "gamma", "rate_per_s": 1}, "num_requests": 3},
      "traffic.arrival.cv is required for kind 'gamma'"),
+    # 1/cv^2 overflowed a float (OverflowError traceback) below these bounds
+    ({"arrival": {"kind": "gamma", "rate_per_s": 1, "cv": 1e-170}, "num_requests": 3},
+     r"traffic.arrival.cv must be >= 0.01 \(got 1e-170\)"),
+    ({"arrival": {"kind": "gamma", "rate_per_s": 1, "cv": 1e200}, "num_requests": 3},
+     r"traffic.arrival.cv must be <= 100 \(got 1e\+200\)"),
     ({"arrival": {"kind": "diurnal", "curve": [[0, 1], [24, 2]]}, "num_requests": 3},
      r"traffic.arrival.curve hours must be in \[0, 24\)"),
     ({"arrival": {"kind": "diurnal", "curve": [[5, 1], [3, 2]]}, "num_requests": 3},

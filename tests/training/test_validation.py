@@ -130,6 +130,8 @@ def test_cells_written_as_published_tables_write_them_read_the_same(tmp_path):
     ({"tp": "0"}, "tp must be >= 1, got 0"),
     ({"tp": "1.5"}, "tp='1.5' is not a whole number"),
     ({"zero": "5"}, "zero must be between 0 and 3, got 5"),
+    # 1e300 x 1e300 tokens a step overflowed a float inside the search
+    ({"global_batch": "1e300"}, "global_batch must be at most 2,147,483,647, got 1e300"),
     ({"precision": "h100"}, "precision must be one of bf16, fp16, fp8, fp32, got 'h100'"),
 ])
 def test_a_bad_cell_fails_its_row_with_the_column_named(tmp_path, capsys, cells, reason):

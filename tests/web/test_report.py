@@ -257,6 +257,25 @@ def test_cli_ui_arguments():
     assert isinstance(_parser(), argparse.ArgumentParser)
 
 
+def test_cli_ui_refuses_an_address_it_cannot_listen_on(capsys):
+    """uvicorn logged these and exited 3 (a name that does not resolve) or kept running."""
+    import socket
+
+    from infraplan.cli import main
+
+    require("fastapi")
+    require("uvicorn")
+    assert main(["ui", "--host", "no-such-host.invalid"]) == 2
+    assert "--host 'no-such-host.invalid' does not resolve" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port} (Address already in use)" in \
+        capsys.readouterr().err
+
+
 def test_report_to_a_directory_or_an_unusable_path_exits_2_before_planning(tmp_path,
                                                                         monkeypatch, capsys):
     """-o at an existing directory crashed with IsADirectoryError after the whole planning

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,6 +39,13 @@ def read_config(path: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path.name}: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno} ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path.name}: nested too deeply to read",
+                         fix="give a Hugging Face config.json (a flat object of keys)") from None
+    except ValueError:  # Python converts at most this many digits of an integer
+        raise InputError(f"{path.name}: holds an integer of more than "
+                         f"{sys.get_int_max_str_digits():,} digits",
+                         fix="give the model's real config.json") from None
 
 
 @lru_cache(maxsize=256)

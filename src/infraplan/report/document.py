@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
-
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
 
@@ -96,14 +94,11 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raw = None  # load_scenario below reports where the YAML breaks
-    if raw is None:
-        from infraplan.workloads import load_scenario
+    from infraplan.workloads import load_scenario, parse_yaml
 
-        load_scenario(path)  # raises the located YAML error
+    raw = parse_yaml(text, path.name)
+    if raw is None:
+        load_scenario(path)  # raises the empty-file error
     kind = scenario_kind(raw, path.name)
     if kind == "training":
         if seed is not None:
@@ -112,13 +107,12 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
                                  "`infraplan simulate train SCENARIO --seed N`")
         from infraplan.report.document_train import training_document
         from infraplan.training.plan_train import plan_training
-        from infraplan.workloads import TrainScenario, load_scenario
+        from infraplan.workloads import TrainScenario
 
         scenario = load_scenario(path, TrainScenario)
         return training_document(scenario, plan_training(scenario, progress=progress))
     from infraplan.report.document_serve import serving_document
     from infraplan.serving.scenario import ServeScenario
-    from infraplan.workloads import load_scenario
 
     scenario = load_scenario(path, ServeScenario, None if seed is None else {"seed": seed})
     return serving_document(scenario, base_dir=path.parent, progress=progress)

@@ -78,9 +78,13 @@ class ArrivalSpec(SpecModel):
     kind: Literal["offline", "poisson", "gamma", "diurnal", "trace"]
     rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="poisson, gamma: mean arrivals per second")
-    cv: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+    # Beyond these bounds the gamma's shape 1/cv^2 over- or underflows a float, and the
+    # stream is no longer a rate: gaps all but equal (use a small cv) or one burst and
+    # silence (a trace says that better).
+    cv: float | None = Field(default=None, ge=0.01, le=100, allow_inf_nan=False,
                              description="gamma: coefficient of variation of inter-arrival "
-                                         "times (> 1 bursty, 1 = Poisson, < 1 regular)")
+                                         "times, 0.01-100 (> 1 bursty, 1 = Poisson, < 1 "
+                                         "regular)")
     curve: tuple[tuple[float, float], ...] | None = Field(
         default=None, min_length=1, description="diurnal: [hour, rate_per_s] points, hours "
         "in [0, 24) increasing; linear in between and around midnight, repeats daily")

@@ -5,6 +5,7 @@ InputError, which the CLI prints on one line and exits 2."""
 from __future__ import annotations
 
 import argparse
+import socket
 
 from infraplan.errors import InputError
 from infraplan.report.output import add_output_flags, emit, progress
@@ -66,6 +67,27 @@ def run_ui(args) -> int:
                          fix="pip install 'infraplan[web]'") from None
     from infraplan.web.app import serve
 
+    _check_bind(args.host, args.port)
     print(f"infraplan UI on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
     serve(args.host, args.port)
     return 0
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Refuse, with the reason, an address the server could not listen on (uvicorn would
+    log it and exit 3): a name that does not resolve, a port in use or reserved."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InputError(f"--host {host!r} does not resolve ({exc})",
+                         fix="give an address of this machine: 127.0.0.1 (local only) or "
+                             "0.0.0.0 (every interface)") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port} ({exc.strerror})",
+                             fix="pick another --port (ports below 1024 need root) or "
+                                 "--host") from None
