@@ -78,9 +78,8 @@ class ArrivalSpec(SpecModel):
     kind: Literal["offline", "poisson", "gamma", "diurnal", "trace"]
     rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="poisson, gamma: mean arrivals per second")
-    # Beyond these bounds the gamma's shape 1/cv^2 over- or underflows a float, and the
-    # stream is no longer a rate: gaps all but equal (use a small cv) or one burst and
-    # silence (a trace says that better).
+    # Far beyond these bounds the gamma's shape 1/cv^2 overflows a float; within them the
+    # gaps range from equal to 1 % (0.01) to a few bursts (100: a trace says more).
     cv: float | None = Field(default=None, ge=0.01, le=100, allow_inf_nan=False,
                              description="gamma: coefficient of variation of inter-arrival "
                                          "times, 0.01-100 (> 1 bursty, 1 = Poisson, < 1 "
