@@ -88,6 +88,10 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                          fix="save the CSV as UTF-8") from None
     except csv.Error as exc:
         raise InputError(f"{path.name}: not a readable CSV ({exc})", fix=schema) from None
+    except OSError as exc:  # unreadable: permissions, an I/O error
+        raise InputError(f"{path.name}: cannot be read ({exc.strerror})",
+                         fix="check the file's permissions, or give a copy you can read") \
+            from None
     if not rows:
         raise InputError(f"{path.name}: no data rows under the header", fix=schema)
     results = []

@@ -213,3 +213,16 @@ def test_a_row_may_name_the_node_type_it_ran_on(tmp_path):
     assert p4de[1] > 3 * bare[1] and p4de[0] > bare[0]
     (failed,) = validate_training(_row_csv(tmp_path, gpu="p4dd")).failed
     assert "unknown accelerator or node type 'p4dd'; did you mean 'p4d', 'p4de'" in failed.error
+
+
+def test_an_unreadable_csv_exits_2_with_the_reason(tmp_path, capsys, monkeypatch):
+    """open() raising PermissionError (a chmod 000 file, as non-root) was a traceback."""
+    path = tmp_path / "rows.csv"
+    path.write_text("id\n")
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", denied)
+    assert main(["validate", "training", str(path)]) == 2
+    assert "rows.csv: cannot be read (Permission denied)" in capsys.readouterr().err
