@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from infraplan.errors import InputError
@@ -44,3 +45,11 @@ def on_disk(path: Path) -> bool:
         return any(probe_path(path, "path"))
     except InputError:
         return False
+
+
+def too_big_to_read(origin: str, exc: RecursionError | ValueError, fix: str) -> InputError:
+    """The error for a parsed document Python refuses to build: nesting past the recursion
+    limit, or an integer past the digits it converts (the parsers raise a bare ValueError)."""
+    what = "nested too deeply to read" if isinstance(exc, RecursionError) else \
+        f"holds an integer of more than {sys.get_int_max_str_digits():,} digits"
+    return InputError(f"{origin}: {what}", fix=fix)

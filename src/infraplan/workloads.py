@@ -6,7 +6,6 @@ mean" against the fields that exist, a bad value names the field and what it acc
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +17,7 @@ from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError
 from infraplan.reliability.run_spec import RunSpec
-from infraplan.files import on_disk, read_user_file
+from infraplan.files import on_disk, read_user_file, too_big_to_read
 from infraplan.spec_checks import StrictNumbers, describe_errors
 
 
@@ -155,14 +154,9 @@ def parse_yaml(text: str, origin: str) -> Any:
         where = f" at line {mark.line + 1}" if mark else ""
         raise InputError(f"{origin}: not valid YAML{where} "
                          f"({getattr(exc, 'problem', exc)})") from None
-    except RecursionError:
-        raise InputError(f"{origin}: nested too deeply to read",
-                         fix="write the scenario as a few levels of keys (see examples/)") \
-            from None
-    except ValueError:  # Python converts at most this many digits of an integer
-        raise InputError(f"{origin}: holds an integer of more than "
-                         f"{sys.get_int_max_str_digits():,} digits",
-                         fix="write each number with its real size") from None
+    except (RecursionError, ValueError) as exc:
+        raise too_big_to_read(origin, exc, fix="write the scenario as a few levels of keys "
+                              "and each number with its real size (see examples/)") from None
 
 
 def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,

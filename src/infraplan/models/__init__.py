@@ -7,12 +7,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 from infraplan.errors import InputError, UnknownNameError
-from infraplan.files import on_disk, read_user_file
+from infraplan.files import on_disk, read_user_file, too_big_to_read
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
 from infraplan.models.families import FAMILIES, arch_from_config
 from infraplan.models.flops import (forward_flops_per_sequence, forward_flops_per_token, gemms,
@@ -39,13 +38,9 @@ def read_config(path: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path.name}: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno} ({exc.msg})") from None
-    except RecursionError:
-        raise InputError(f"{path.name}: nested too deeply to read",
-                         fix="give a Hugging Face config.json (a flat object of keys)") from None
-    except ValueError:  # Python converts at most this many digits of an integer
-        raise InputError(f"{path.name}: holds an integer of more than "
-                         f"{sys.get_int_max_str_digits():,} digits",
-                         fix="give the model's real config.json") from None
+    except (RecursionError, ValueError) as exc:
+        raise too_big_to_read(path.name, exc, fix="give the model's real config.json") \
+            from None
 
 
 @lru_cache(maxsize=256)
