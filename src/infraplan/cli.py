@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
 from infraplan.errors import InputError
 from infraplan.report.output import add_output_flags, emit, progress
+from infraplan.spec_checks import MAX_WHOLE_NUMBER, shown_value
 
 EXIT_BAD_INPUT = 2
 
@@ -19,21 +20,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"error: {message} (see '{self.prog} --help')\n")
 
 
-def _int_at_least(low: int):
-    """An argparse type: a whole number >= low (argparse prefixes the flag to the error)."""
+def _whole_number(low: int, high: int | None = None):
+    """An argparse type: a whole number >= low and <= high if given (argparse prefixes the
+    flag to the error). Flags that fill a spec field leave the upper bound to the spec."""
     def parse(text: str) -> int:
         try:
             value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        except ValueError:  # past 4,300 digits too
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number, got {shown_value(text)}") from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {shown_value(value)}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {shown_value(value)}")
         return value
     return parse
 
 
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_positive_int = _whole_number(1)
+# the spec's ceiling, checked here so the error names --seed, not the field it overrides
+_seed = _whole_number(0, MAX_WHOLE_NUMBER)
 
 
 def _number(low: float, *, above: bool, high: float | None = None):
@@ -166,7 +172,7 @@ def _run_model(args) -> int:
 
 def add_seed_flag(parser, seed_field: str) -> None:
     """`--seed N`, in place of the scenario's `seed_field` (see seed_override)."""
-    parser.add_argument("--seed", type=_non_negative_int, default=None,
+    parser.add_argument("--seed", type=_seed, default=None,
                         help=f"random seed, in place of the scenario's {seed_field} (0 if it "
                              "sets none)")
 

@@ -2,7 +2,8 @@
 
 Pydantic's lax mode reads `true` as 1 where a number is expected (`replicas: true` would run
 one replica). A YAML or JSON boolean is never a count or a price, so it is refused; strings
-stay accepted, because PyYAML reads `tokens: 1e10` (no dot) as the string '1e10'.
+stay accepted, because PyYAML reads `tokens: 1e10` (no dot) as the string '1e10'. A whole
+number past MAX_WHOLE_NUMBER is refused too, where the field sets no tighter bound itself.
 
 `describe_errors` turns a pydantic ValidationError into one clause per problem, each naming
 the dotted path of its field: `training.seq_len must be >= 1 (got 0)`, `traffic.input.vlaue
@@ -19,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from infraplan.errors import InputError, close_matches
 
 _NUMBERS = (int, float)
+
+# The largest whole number a spec field takes: 2^53, the last integer a float64 holds exactly.
+# A count past it (a 400-digit lora_rank, a seed past int64) overflows float or NumPy
+# arithmetic far from its field; no real count, size or seed comes near it.
+MAX_WHOLE_NUMBER = 2**53
 
 
 def _numeric(annotation: Any) -> bool:
@@ -42,40 +48,52 @@ def _numeric_metadata(annotation: Any) -> bool:
     return base in _NUMBERS
 
 
-def _has_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return True
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _first(value: Any, unfit) -> Any:
+    """The first item of a value (a number, a list or a mapping of them) that is `unfit`."""
     if isinstance(value, (list, tuple)):
-        return any(_has_bool(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_bool(v) for v in value.values())
-    return False
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    else:
+        return value if unfit(value) else None
+    return next((bad for v in items if (bad := _first(v, unfit)) is not None), None)
 
 
-def boolean_numbers(model: type[BaseModel], data: Any) -> str | None:
-    """A message naming the first numeric field of `model` given a boolean, else None."""
+def _own_upper_bound(field: Any) -> bool:
+    """A field (or its items, `tuple[PositiveInt, ...]` aside) with its own le/lt bound."""
+    return any(hasattr(m, "le") or hasattr(m, "lt") for m in field.metadata)
+
+
+def unfit_numbers(model: type[BaseModel], data: Any) -> tuple[str, str] | None:
+    """(field, problem) for the first numeric field of `model` given a boolean or a whole
+    number past MAX_WHOLE_NUMBER (where the field has no bound of its own), else None."""
     if not isinstance(data, dict):
         return None
     for name, value in data.items():
         field = model.model_fields.get(name) if isinstance(name, str) else None
-        if field is not None and _numeric(field.annotation) and _has_bool(value):
-            return f"{name} must be a number, not a true/false value (got {value!r})"
+        if field is None or not _numeric(field.annotation):
+            continue
+        if _first(value, lambda v: isinstance(v, bool)) is not None:
+            return name, f"must be a number, not a true/false value (got {value!r})"
+        huge = None if _own_upper_bound(field) else _first(
+            value, lambda v: _whole(v) and abs(v) > MAX_WHOLE_NUMBER)
+        if huge is not None:
+            return name, f"must be at most {MAX_WHOLE_NUMBER:,} (2^53) (got {shown_value(huge)})"
     return None
 
 
-class StrictNumbers(BaseModel):
-    """Base of the spec models: no booleans for numbers, no NaN or infinity in floats (a
-    `.inf` price or token count would only fail later, far from its field)."""
-
-    model_config = ConfigDict(allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_boolean_numbers(cls, data: Any) -> Any:
-        problem = boolean_numbers(cls, data)
-        if problem:
-            raise ValueError(problem)
-        return data
+def shown_value(value: Any) -> str:
+    """A value as an error message echoes it: repr, but a number or text too long to read
+    as its size (Python refuses to print an integer past 4,300 digits at all)."""
+    if _whole(value) and value.bit_length() > 64:
+        return f"a whole number of about {value.bit_length() * 0.30103:,.0f} digits"
+    if isinstance(value, str) and len(value) > 80:
+        return f"{value[:40]!r}... ({len(value):,} characters)"
+    return repr(value)
 
 
 class FieldError(InputError):
@@ -84,6 +102,22 @@ class FieldError(InputError):
     def __init__(self, field: str, detail: str, *, fix: str | None = None):
         self.field, self.detail = field, detail
         super().__init__(f"{field} {detail}", fix=fix)
+
+
+class StrictNumbers(BaseModel):
+    """Base of the spec models: no booleans for numbers, no whole number past 2^53, no NaN
+    or infinity in floats (a `.inf` price or token count would only fail later, far from
+    its field)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        problem = unfit_numbers(cls, data)
+        if problem:
+            raise FieldError(*problem)
+        return data
 
 
 _PHRASES = {"greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}",
@@ -113,7 +147,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
                 for other in errors):
             continue  # pydantic counts only the items that validated: an echo of theirs
         error, got = err.get("ctx", {}).get("error"), err.get("input")
-        shown = "" if isinstance(got, (dict, list, tuple)) else f" (got {got!r})"
+        shown = "" if isinstance(got, (dict, list, tuple)) else f" (got {shown_value(got)})"
         if isinstance(error, FieldError):
             loc.append(error.field)
             text = error.detail if error.fix is None else f"{error.detail}; to fix: {error.fix}"
@@ -133,9 +167,14 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
             named = [p for p in loc if not p.isdigit()]  # an item of a list: its list's field
             field = _model_at(model, named[:-1]).model_fields.get(named[-1]) if named else None
             choices = _literal_choices(getattr(field, "annotation", None))
-            close = close_matches(str(got), choices)
-            text = f"must be one of {', '.join(map(repr, choices))}{shown}" + (
-                f"; did you mean {close[0]!r}?" if close else "")
+            words = [c if isinstance(c, str) else str(c) for c in choices]
+            listed_choices = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in choices)
+            if isinstance(got, str) and got in words:  # `zero: '3'` is text, not the number
+                hint = f"; write {got} without quotes"
+            else:
+                close = close_matches(got if isinstance(got, str) else shown_value(got), words)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+            text = f"must be one of {listed_choices}{shown}{hint}"
         else:
             phrase = _PHRASES.get(err["type"])
             text = (phrase.format(**{k: _num(v) for k, v in err["ctx"].items()}) if phrase
@@ -145,11 +184,11 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
     return "; ".join(clauses)
 
 
-def _literal_choices(annotation: Any) -> list[str]:
+def _literal_choices(annotation: Any) -> list[Any]:
     """The values of a Literal annotation, looked for inside `Literal[...] | None` too;
-    booleans as YAML writes them."""
+    booleans as YAML writes them (text), numbers as numbers."""
     if get_origin(annotation) is Literal:
-        return [str(c).lower() if isinstance(c, bool) else str(c) for c in get_args(annotation)]
+        return [str(c).lower() if isinstance(c, bool) else c for c in get_args(annotation)]
     return [c for arg in get_args(annotation) for c in _literal_choices(arg)]
 
 

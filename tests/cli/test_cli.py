@@ -155,6 +155,13 @@ BAD_INPUT = [
     (["simulate", "train", str(ROOT / "examples" / "article-4-2b-spot.yaml"), "--seed", "1.5"],
      "argument --seed: expected a whole number, got '1.5'"),
     (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
+    # past 2^53 a count overflowed float arithmetic (400 digits) or Python's int parsing
+    (["simulate", "serve", str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--seed",
+      "9" * 400], "argument --seed: must be at most 9,007,199,254,740,992, got a whole "
+                  "number of about 400 digits"),
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "9" * 5000],
+     "argument --num-gpus: expected a whole number, got '9999999999999999999999999999999999999999'"
+     "... (5,000 characters)"),
 ]
 
 
@@ -196,6 +203,22 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\n? [seq_len, 2048]\n: 1\n",
      "the key at line 3 is a list, not a name"),
     ("model: llama-3.1-8b\n{gpu: h100}: x\n", "the key at line 2 is a mapping, not a name"),
+    # whole numbers past 2^53: 400 digits overflowed a float far from the field, and a hex
+    # literal past 4,300 digits crashed the message that echoed it
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "finetune: {method: lora, lora_rank: " + "9" * 400 + "}\n",
+     "finetune.lora_rank must be at most 9,007,199,254,740,992 (2^53) (got a whole number of "
+     "about 400 digits)"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "parallelism: {tp: 0x" + "f" * 5000 + "}\n",
+     "parallelism.tp must be at most 9,007,199,254,740,992 (2^53) (got a whole number of about "
+     "6,021 digits)"),
+    ("name: 0x" + "f" * 5000 + "\nmodel: llama-3.1-8b\nhardware: {gpu: h100}\n"
+     "training: {seq_len: 2048}\n",
+     "name must be a valid string (got a whole number of about 6,021 digits)"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "parallelism: {zero: '3'}\n",
+     "parallelism.zero must be one of 0, 1, 2, 3 (got '3'); write 3 without quotes"),
 ])
 def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     path = tmp_path / "scenario.yaml"
