@@ -65,6 +65,14 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "error: deployment.batch_size is required when batching is 'static'"),
     (("simulate", "serve"), _with(SIMULATE, deployment__expert_imbalance=float("inf")),
      "deployment.expert_imbalance must be a finite number"),
+    # an imbalance no router can reach (1e300) ran and blamed the request lengths
+    (("simulate", "serve"), _with(SIMULATE, model="mixtral-8x7b", deployment__tp=2,
+                                  deployment__expert_imbalance=1e300),
+     "deployment.expert_imbalance=1e+300 is more than mixtral-8x7b can reach: with 8 experts "
+     "and 2 per token the busiest takes at most 4 times the mean load"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__expert_imbalance=2.0),
+     "deployment.expert_imbalance=2 is for mixture-of-experts models; llama-3.1-8b has no "
+     "routed experts"),
     (("simulate", "serve"), _with(SIMULATE, deployment__replicas=True),
      "replicas must be a number, not a true/false value"),
     (("simulate", "serve"), _with(SIMULATE, traffic__input={"kind": "uniform", "low": 1,

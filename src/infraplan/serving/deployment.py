@@ -150,7 +150,26 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
     if heads % dep.tp:
         raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
                          fix="pick a tp that divides the head count (1, 2, 4, 8)")
+    _check_expert_imbalance(dep.expert_imbalance, arch)
     return _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
+
+
+def _check_expert_imbalance(imbalance: float, arch: ModelArch) -> None:
+    """The busiest expert takes at most every token of the batch, k of the E experts'
+    slots per token: its load is at most E / k times the mean (busiest / mean <= E / k)."""
+    if imbalance == 1.0:
+        return
+    if not arch.is_moe:
+        raise InputError(f"deployment.expert_imbalance={imbalance:g} is for mixture-of-experts "
+                         f"models; {arch.name} has no routed experts",
+                         fix="remove expert_imbalance")
+    most = arch.moe.num_experts / arch.moe.experts_per_token
+    if imbalance > most:
+        raise InputError(
+            f"deployment.expert_imbalance={imbalance:g} is more than {arch.name} can reach: "
+            f"with {arch.moe.num_experts} experts and {arch.moe.experts_per_token} per token "
+            f"the busiest takes at most {most:g} times the mean load (every token)",
+            fix=f"set expert_imbalance between 1 and {most:g} (busiest / mean expert load)")
 
 
 @lru_cache(maxsize=256)
