@@ -73,6 +73,10 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
     (("simulate", "serve"), _with(SIMULATE, deployment__expert_imbalance=2.0),
      "deployment.expert_imbalance=2 is for mixture-of-experts models; llama-3.1-8b has no "
      "routed experts"),
+    # no accelerator priced: every candidate was rejected and the closing error blamed SLOs
+    (("plan", "serve"), _with(PLAN, pricing="reserved-3y"),
+     "pricing 'reserved-3y' prices none of search.gpus: no reserved-3y offer for "
+     "h100-sxm5-80gb in the offers table (on_demand: "),
     (("simulate", "serve"), _with(SIMULATE, deployment__replicas=True),
      "replicas must be a number, not a true/false value"),
     (("simulate", "serve"), _with(SIMULATE, traffic__input={"kind": "uniform", "low": 1,

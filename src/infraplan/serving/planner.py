@@ -135,6 +135,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.traffic.arrival.kind == "offline":
         raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
                          fix="use simulate serve for an offline batch")
+    _require_a_price(scenario)
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
     candidates, rejected = [], []
@@ -192,6 +193,22 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     return ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
                      rejected=rejected, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)
+
+
+def _require_a_price(scenario: ServeScenario) -> None:
+    """An InputError naming the pricing when no searched accelerator has a price for it:
+    every candidate would be rejected and the search would end blaming the SLOs."""
+    missing = []
+    for gpu in scenario.search.gpus:
+        try:
+            scenario.price_per_gpu_hour(gpu)
+            return
+        except InputError as exc:
+            missing.append(exc.message)
+    raise InputError(f"pricing {scenario.pricing!r} prices none of search.gpus: "
+                     + "; ".join(missing),
+                     fix=f"set pricing to one the offers list for them, or give prices: "
+                         f"{{{scenario.search.gpus[0]}: 2.50}} (USD per GPU-hour)")
 
 
 def _month_usd(cand: Candidate) -> float:
