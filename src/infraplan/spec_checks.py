@@ -13,6 +13,7 @@ is not a known key; did you mean 'value'?`.
 from __future__ import annotations
 
 import types
+from datetime import date
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -161,6 +162,13 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
                 listed.add(tuple(loc[:-1]))
         elif err["type"] == "missing":
             text = "is required"
+        elif err["type"] == "invalid_key":  # `1: 2`: YAML read the key as a number
+            text = f"is not a known key (keys are names; YAML read this one as " \
+                   f"{_yaml_reading(got) or type(got).__name__})"
+        elif err["type"] == "string_type" and _yaml_reading(got):  # `name: 2024-01-01`
+            echo = got.isoformat() if isinstance(got, date) else shown_value(got)
+            text = f"must be text (got {echo}); to fix: quote it, as YAML reads it as " \
+                   f"{_yaml_reading(got)}"
         elif err["type"] in ("too_long", "too_short"):
             text = _length_phrase(err)
         elif err["type"] == "literal_error":
@@ -182,6 +190,15 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
                     .replace("Input should be", "must be", 1)) + shown
         clauses.append(f"{'.'.join(p for p in (root, *loc) if p) or 'the top level'} {text}")
     return "; ".join(clauses)
+
+
+def _yaml_reading(value: Any) -> str | None:
+    """What YAML read an unquoted scalar as when it is not text, else None."""
+    if isinstance(value, bool):
+        return "a true/false value"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a date" if isinstance(value, date) else None  # datetime is a date too
 
 
 def _literal_choices(annotation: Any) -> list[Any]:

@@ -129,6 +129,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults`: merged by SafeLoader, and overridable by design
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (list, dict)):  # `? [a, b]` or `{a: 1}: x`: unhashable
                 raise InputError(f"the key at line {key_node.start_mark.line + 1} is a "
@@ -153,7 +155,9 @@ def parse_yaml(text: str, origin: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise InputError(f"{origin}: not valid YAML{where} "
-                         f"({getattr(exc, 'problem', exc)})") from None
+                         f"({getattr(exc, 'problem', exc)})",
+                         fix="check the indentation and brackets there; quote a value that "
+                             "holds ': ' or ' #'") from None
     except (RecursionError, ValueError) as exc:
         raise too_big_to_read(origin, exc, fix="write the scenario as a few levels of keys "
                               "and each number with its real size (see examples/)") from None

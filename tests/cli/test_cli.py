@@ -177,7 +177,9 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
 
 
 @pytest.mark.parametrize("content, fragment", [
-    ("model: llama-3.1-8b\nhardware: {gpu: h100\n", "not valid YAML at line"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100\n", "not valid YAML at line 3 (expected ',' or "
+                                                  "'}', but got '<stream end>'). To fix: check "
+                                                  "the indentation and brackets there"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_lenn: 2048}\n",
      "training.seq_lenn is not a known key; did you mean 'seq_len'?"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: -4}\ntraining: {seq_len: 2048}\n",
@@ -215,7 +217,16 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
      "6,021 digits)"),
     ("name: 0x" + "f" * 5000 + "\nmodel: llama-3.1-8b\nhardware: {gpu: h100}\n"
      "training: {seq_len: 2048}\n",
-     "name must be a valid string (got a whole number of about 6,021 digits)"),
+     "name must be text (got a whole number of about 6,021 digits); to fix: quote it"),
+    # what YAML reads unquoted as a date or a number
+    ("name: 2024-01-01\nmodel: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n",
+     "name must be text (got 2024-01-01); to fix: quote it, as YAML reads it as a date"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100, 1: 2}\ntraining: {seq_len: 2048}\n",
+     "hardware.1 is not a known key (keys are names; YAML read this one as a number)"),
+    # a merge key is YAML; the keys written beside it win over the merged ones
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "parallelism:\n  <<: {tp: 2, zero: 9}\n  tp: 1\n",
+     "parallelism.zero must be one of 0, 1, 2, 3 (got 9)"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
      "parallelism: {zero: '3'}\n",
      "parallelism.zero must be one of 0, 1, 2, 3 (got '3'); write 3 without quotes"),
