@@ -39,11 +39,12 @@ def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
 
 
 def on_disk(path: Path) -> bool:
-    """A file or folder at `path`; False for a name the OS cannot take as a path (too long,
-    a NUL byte) instead of an OSError: such a string is a name, not a file."""
+    """Anything at `path` (a file, a folder, a device such as /dev/null: reading it says
+    what it is); False for a name the OS cannot take as a path (too long, a NUL byte)
+    instead of an OSError: such a string is a name, not a file."""
     try:
-        return any(probe_path(path, "path"))
-    except InputError:
+        return path.exists()
+    except (OSError, ValueError):
         return False
 
 

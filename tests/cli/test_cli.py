@@ -155,6 +155,9 @@ BAD_INPUT = [
     (["simulate", "train", str(ROOT / "examples" / "article-4-2b-spot.yaml"), "--seed", "1.5"],
      "argument --seed: expected a whole number, got '1.5'"),
     (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
+    # a device is on disk but not a config.json ("does not exist" before)
+    (["memory", "--model", "/dev/null", "--gpu", "h100"],
+     "model file '/dev/null' is not a regular file"),
     # past 2^53 a count overflowed float arithmetic (400 digits) or Python's int parsing
     (["simulate", "serve", str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--seed",
       "9" * 400], "argument --seed: must be at most 9,007,199,254,740,992, got a whole "
