@@ -78,6 +78,10 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
             if not reader.fieldnames:
                 raise InputError(f"{path.name} is empty; expected a header row and data rows",
                                  fix=schema)
+            twice = sorted({c for c in reader.fieldnames if reader.fieldnames.count(c) > 1})
+            if twice:  # DictReader would keep the last cell of each silently
+                raise InputError(f"{path.name}: the header names {', '.join(twice)} twice",
+                                 fix="keep one column of each name")
             missing = [c for c in columns if c not in reader.fieldnames]
             if missing:
                 raise InputError(f"{path.name}: missing columns {', '.join(missing)}",

@@ -226,6 +226,8 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
      "name must be text (got 2024-01-01); to fix: quote it, as YAML reads it as a date"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100, 1: 2}\ntraining: {seq_len: 2048}\n",
      "hardware.1 is not a known key (keys are names; YAML read this one as a number)"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "finetune: {method: lora, lora_targets: []}\n", "finetune.lora_targets must not be empty"),
     # a merge key is YAML; the keys written beside it win over the merged ones
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
      "parallelism:\n  <<: {tp: 2, zero: 9}\n  tp: 1\n",
@@ -271,6 +273,9 @@ def test_bad_config_json(tmp_path, capsys):
     broken.write_text('{"model_type": "t5", "d_model": 512}')
     code, _, err = run(capsys, "memory", "--model", str(broken), "--gpu", "h100")
     assert code == 2 and "unsupported model_type 't5'" in err and "deepseek_v3" in err
+    broken.write_text('{"model_type": "llama", "hidden_size": 64, "hidden_size": 128}')
+    code, _, err = run(capsys, "model", str(broken))
+    assert code == 2 and "config.json: the key 'hidden_size' is given twice in one object" in err
     broken.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
     code, _, err = run(capsys, "model", str(broken))
     assert code == 2 and "config.json: holds an integer of more than 4,300 digits" in err

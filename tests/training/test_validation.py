@@ -67,6 +67,10 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     (tmp_path / "nocols.csv").write_text("id,value\nx,1\n")
     assert main(["validate", "training", str(tmp_path / "nocols.csv")]) == 2
     assert "missing columns" in capsys.readouterr().err
+    # a column given twice: DictReader kept the last cell silently
+    (tmp_path / "twice.csv").write_text(header.replace("id,", "id,id,", 1) + "\n")
+    assert main(["validate", "training", str(tmp_path / "twice.csv")]) == 2
+    assert "twice.csv: the header names id twice" in capsys.readouterr().err
 
 
 def _row_csv(tmp_path, **cells) -> Path:

@@ -27,6 +27,19 @@ __all__ = [
 ]
 
 
+class _RepeatedKey(Exception):
+    """A key given twice in one JSON object (not a ValueError: those mean too big to read)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
 def read_config(path: Path) -> dict:
     """Parse a config.json; a folder means the config.json inside it."""
     if path.is_dir():
@@ -34,7 +47,11 @@ def read_config(path: Path) -> dict:
     text = read_user_file(path, "model file",
                           fix="give a catalog model name or the path of a config.json")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise InputError(f"{path.name}: the key {exc.args[0]!r} is given twice in one object",
+                         fix="keep one of the two (JSON readers keep the last silently)") \
+            from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path.name}: not valid JSON at line {exc.lineno} column "
                          f"{exc.colno} ({exc.msg})") from None
