@@ -51,7 +51,7 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
         raise InputError("no requests to simulate", fix="set num_requests or duration_s > 0")
     r = resolved or resolve(dep, base_dir=base_dir, arch=arch, mean_lengths=(
         float(requests.input_tokens.mean()), float(requests.output_tokens.mean())))
-    book = RequestBook(requests.input_tokens.tolist(), requests.output_tokens.tolist())
+    book = RequestBook(requests.input_tokens, requests.output_tokens)
     n = len(requests)
     replica_of = np.zeros(n, dtype=np.int32)
     engine_kv_blocks = r.memory.kv_blocks
