@@ -13,7 +13,7 @@ import yaml
 from pydantic import (ConfigDict, Field, PositiveInt, ValidationError,
                       field_validator, model_validator)
 
-from infraplan.economics.cost import CostInputs
+from infraplan.economics.cost import CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError
 from infraplan.reliability.run_spec import RunSpec
@@ -330,7 +330,7 @@ class TrainScenario(_Spec):
     constraints: Constraints = Constraints()
     objective: Literal["time", "cost"] = Field(default="time", description="rank plans by "
                                                "time to train or by total cost")
-    prices: dict[str, float] = Field(default_factory=dict,
+    prices: dict[str, UsdPerGpuHour] = Field(default_factory=dict,
                                      description="USD per GPU-hour by accelerator (default: "
                                                  "the cheapest offer for `pricing`)")
     pricing: Pricing = "on_demand"
@@ -342,11 +342,9 @@ class TrainScenario(_Spec):
 
     @field_validator("prices")
     @classmethod
-    def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+    def _known_accelerators(cls, prices: dict[str, float]) -> dict[str, float]:
         from infraplan.catalog import accelerator
 
-        for gpu, price in prices.items():
+        for gpu in prices:
             accelerator(gpu)  # UnknownNameError: did you mean, how to list them
-            if not price > 0:
-                raise ValueError(f"{gpu}: a price must be > 0 USD per GPU-hour (got {price})")
         return prices

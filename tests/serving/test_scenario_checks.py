@@ -51,6 +51,8 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
     (("plan", "serve"), _with(PLAN, search__weight_dtypes=["fp9"]),
      "search.weight_dtypes has 'fp9', not a serving weight format; did you mean 'fp8'?"),
     (("plan", "serve"), _with(PLAN, search__engine="vlm"), "unknown engine 'vlm'"),
+    (("plan", "serve"), _with(PLAN, prices={"h100": 1e300}),
+     "prices.h100 must be <= 1000 (got 1e+300)"),
     (("plan", "serve"), _with(PLAN, prices={"h10": 2.0}),
      "prices has unknown accelerator 'h10'"),
     (("plan", "serve"), _with(PLAN, prices={"h100": float("nan")}),

@@ -67,8 +67,10 @@ def test_an_unreachable_budget_names_the_closest_plan_and_the_miss():
 
 
 def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
-    with pytest.raises(ValueError, match="must be > 0"):
+    with pytest.raises(ValueError, match=r"prices.h100\n.*greater than 0"):
         _scenario(prices={"h100": -1})
+    with pytest.raises(ValueError, match=r"prices.h100\n.*less than or equal to 1000"):
+        _scenario(prices={"h100": 1e300})  # printed a 300-digit cost
 
     def no_offer(gpu, pricing):
         raise InputError(f"no {pricing} price for {gpu} in the catalog")

@@ -55,6 +55,11 @@ def _gigabytes(value: Any) -> Any:
 
 GB = Annotated[float, BeforeValidator(_gigabytes), Field(ge=0, allow_inf_nan=False)]
 Usd = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# A GPU-hour price: above 0 and at most ten times the dearest 8-GPU instance-hour in the
+# offers table ($98.32, an H100 VM): past that it is a typo (a run of extra zeros, 1e300)
+# that would print a 300-digit cost.
+MAX_USD_PER_GPU_HOUR = 1000.0
+UsdPerGpuHour = Annotated[float, Field(gt=0, le=MAX_USD_PER_GPU_HOUR, allow_inf_nan=False)]
 
 
 class CostInputs(StrictNumbers):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from infraplan.catalog import load_catalog
+from infraplan.economics.cost import UsdPerGpuHour
 from infraplan.economics.offers import cheapest, offers_for
 from infraplan.errors import InputError, close_matches
 from infraplan.spec_checks import StrictNumbers
@@ -34,8 +35,8 @@ class _Spec(StrictNumbers):
 class SpotSpec(_Spec):
     """Spot capacity; defaults from reliability/spot.py (AWS notice, H100 advisor band)."""
 
-    usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="default: on-demand x (1 - discount); see price()")
+    usd_per_gpu_hour: UsdPerGpuHour | None = Field(
+        default=None, description="default: on-demand x (1 - discount); see price()")
     discount: float = Field(default=DEFAULT_DISCOUNT, ge=0, lt=1,
                             description="fraction off the on-demand price")
     monthly_interrupted_fraction: float | None = Field(default=None, ge=0, lt=1)
@@ -119,8 +120,8 @@ def _spot_offer(gpu: str):
 
 class ReservedSpec(_Spec):
     gpus: int = Field(ge=1, description="GPUs reserved for the whole run (the baseline)")
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0, description="default: the "
-                                           "catalog's cheapest 1-year reserved offer")
+    usd_per_gpu_hour: UsdPerGpuHour | None = Field(
+        default=None, description="default: the catalog's cheapest 1-year reserved offer")
 
 
 class RunSpec(_Spec):

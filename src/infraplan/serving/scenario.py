@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
-from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs
+from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
 from infraplan.errors import InputError
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
@@ -93,8 +93,8 @@ class ServeScenario(SpecModel):
                                                               "from the top)")
     search: SearchSpace | None = Field(default=None, description="plan serve: what to "
                                                                  "compare")
-    prices: dict[str, float] = Field(default_factory=dict, description="USD per GPU-hour by "
-                                                                       "accelerator")
+    prices: dict[str, UsdPerGpuHour] = Field(default_factory=dict,
+                                             description="USD per GPU-hour by accelerator")
     pricing: Pricing = "on_demand"
     budget_usd_per_month: float | None = Field(
         default=None, gt=0, description="plan serve: the most a month of the deployment may "
@@ -105,14 +105,11 @@ class ServeScenario(SpecModel):
     seed: int = Field(default=0, ge=0)
 
     def _check(self) -> None:
-        for gpu, price in self.prices.items():  # finite: StrictNumbers
+        for gpu in self.prices:  # each price is bounded by its type
             try:
                 accelerator(gpu)
             except InputError as exc:
                 raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
-            if price <= 0:
-                raise FieldError("prices", f"{gpu}: must be > 0 (got {price})",
-                                 fix="give USD per GPU-hour, e.g. prices: {h100: 2.5}")
 
     @classmethod
     def model_validate(cls, obj, **kwargs):  # type: ignore[override]
