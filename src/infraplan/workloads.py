@@ -96,8 +96,8 @@ class FineTune(_Spec):
     method: FinetuneMethod = "full"
     lora_rank: int = Field(default=16, ge=1)
     lora_targets: tuple[str, ...] = Field(
-        default=("all-linear",), min_length=1, description="groups (attention, mlp, all-linear) or module "
-                                            "names (q_proj, v_proj, ...)")
+        default=("all-linear",), min_length=1,
+        description="groups (attention, mlp, all-linear) or module names (q_proj, v_proj, ...)")
 
     @model_validator(mode="after")
     def _adapters_need_lora(self):
