@@ -44,7 +44,8 @@ class _Spec(StrictNumbers):
 
 class Hardware(_Spec):
     gpu: str = Field(description="accelerator name or alias from the catalog ('h100')")
-    num_gpus: int = Field(default=1, ge=1, description="accelerators in the job")
+    num_gpus: int = Field(default=1, ge=1, le=MAX_ACCELERATORS,
+                          description="accelerators in the job")
 
 
 class Parallelism(_Spec):

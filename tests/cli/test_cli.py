@@ -155,6 +155,9 @@ BAD_INPUT = [
     (["simulate", "train", str(ROOT / "examples" / "article-4-2b-spot.yaml"), "--seed", "1.5"],
      "argument --seed: expected a whole number, got '1.5'"),
     (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
+    # the plan search's ceiling on accelerators holds for a memory estimate too
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "1000000000"],
+     "hardware.num_gpus must be <= 131072 (got 1000000000)"),
     # a device is on disk but not a config.json ("does not exist" before)
     (["memory", "--model", "/dev/null", "--gpu", "h100"],
      "model file '/dev/null' is not a regular file"),
