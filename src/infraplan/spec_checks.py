@@ -65,7 +65,7 @@ def _first(value: Any, unfit) -> Any:
 
 
 def _own_upper_bound(field: Any) -> bool:
-    """A field (or its items, `tuple[PositiveInt, ...]` aside) with its own le/lt bound."""
+    """A field with an le/lt bound of its own (on the field itself, not on its items)."""
     return any(hasattr(m, "le") or hasattr(m, "lt") for m in field.metadata)
 
 
@@ -78,8 +78,8 @@ def unfit_numbers(model: type[BaseModel], data: Any) -> tuple[str, str] | None:
         field = model.model_fields.get(name) if isinstance(name, str) else None
         if field is None or not _numeric(field.annotation):
             continue
-        if _first(value, lambda v: isinstance(v, bool)) is not None:
-            return name, f"must be a number, not a true/false value (got {value!r})"
+        if (flag := _first(value, lambda v: isinstance(v, bool))) is not None:
+            return name, f"must be a number, not a true/false value (got {flag!r})"
         huge = None if _own_upper_bound(field) else _first(
             value, lambda v: _whole(v) and abs(v) > MAX_WHOLE_NUMBER)
         if huge is not None:
