@@ -175,7 +175,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
             named = [p for p in loc if not p.isdigit()]  # an item of a list: its list's field
             field = _model_at(model, named[:-1]).model_fields.get(named[-1]) if named else None
             choices = _literal_choices(getattr(field, "annotation", None))
-            words = [c if isinstance(c, str) else str(c) for c in choices]
+            words = [str(c) for c in choices]
             listed_choices = ", ".join(repr(c) if isinstance(c, str) else str(c) for c in choices)
             if isinstance(got, str) and got in words:  # `zero: '3'` is text, not the number
                 hint = f"; write {got} without quotes"

@@ -382,10 +382,10 @@ class RequestBook:
     def __init__(self, prompt: Sequence[int], output: Sequence[int]):
         n = len(prompt)
         self.prompt, self.output = array("q", prompt), array("q", output)
-        self.generated = array("q", bytes(8 * n))  # tokens generated before this admission
+        self.generated = array("q", [0]) * n  # tokens generated before this admission
         self.first_token_s = array("d", [math.nan]) * n
         self.finish_s = array("d", [math.nan]) * n
-        self.preemptions = array("q", bytes(8 * n))
+        self.preemptions = array("q", [0]) * n
         self.dropped: dict[int, str] = {}
 
     def first_token(self, rid: int, t: float) -> None:

@@ -135,7 +135,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.traffic.arrival.kind == "offline":
         raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
                          fix="use simulate serve for an offline batch")
-    _require_a_price(scenario)
+    prices = _prices(scenario)
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
     candidates, rejected = [], []
@@ -152,7 +152,9 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                          engine=space.engine, max_num_seqs=ms)
         cand = Candidate(dep)
         try:
-            price = scenario.price_per_gpu_hour(gpu)
+            price = prices[gpu]
+            if isinstance(price, InputError):
+                raise price
             resolved = resolve(dep, base_dir=base_dir, arch=arch)
         except InputError as exc:
             cand.reason = exc.message
@@ -195,16 +197,19 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                      search_seconds=time.perf_counter() - start, notes=notes)
 
 
-def _require_a_price(scenario: ServeScenario) -> None:
-    """An InputError naming the pricing when no searched accelerator has a price for it:
-    every candidate would be rejected and the search would end blaming the SLOs."""
-    missing = []
+def _prices(scenario: ServeScenario) -> dict[str, float | InputError]:
+    """Each searched accelerator's USD per GPU-hour, or why it has none (its candidates are
+    rejected with that reason); an InputError naming the pricing when none has a price,
+    since the search would then reject everything and end blaming the SLOs."""
+    prices: dict[str, float | InputError] = {}
     for gpu in scenario.search.gpus:
         try:
-            scenario.price_per_gpu_hour(gpu)
-            return
+            prices[gpu] = scenario.price_per_gpu_hour(gpu)
         except InputError as exc:
-            missing.append(exc.message)
+            prices[gpu] = exc
+    missing = [p.message for p in prices.values() if isinstance(p, InputError)]
+    if len(missing) < len(prices):
+        return prices
     raise InputError(f"pricing {scenario.pricing!r} prices none of search.gpus: "
                      + "; ".join(missing),
                      fix=f"set pricing to one the offers list for them, or give prices: "
