@@ -38,6 +38,8 @@ README_QUOTES = {
                                  r"([\d.]+) %",
     "serving_early_tables.csv": r"`validation/serving_early_tables\.csv`, 225 cells\) "
                                 r"([\d.]+) %",
+    "serving_ifb_tables.csv": r"`validation/serving_ifb_tables\.csv`, 171 cells.*?gives "
+                              r"([\d.]+) % median and ([\d.]+) % max",
 }
 
 
@@ -49,6 +51,7 @@ README_QUOTES = {
     ("serving_perf_tables.csv", validate_serving, 519),
     ("serving_static_tables.csv", validate_serving, 110),
     ("serving_early_tables.csv", validate_serving, 225),
+    ("serving_ifb_tables.csv", validate_serving, 171),
 ])
 def test_every_collected_row_predicts(name, validate, rows):
     path = VALIDATION / name
