@@ -165,10 +165,9 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
         elif err["type"] == "invalid_key":  # `1: 2`: YAML read the key as a number
             text = f"is not a known key (keys are names; YAML read this one as " \
                    f"{_yaml_reading(got) or type(got).__name__})"
-        elif err["type"] == "string_type" and _yaml_reading(got):  # `name: 2024-01-01`
+        elif err["type"] == "string_type" and (reading := _yaml_reading(got)):  # a date
             echo = got.isoformat() if isinstance(got, date) else shown_value(got)
-            text = f"must be text (got {echo}); to fix: quote it, as YAML reads it as " \
-                   f"{_yaml_reading(got)}"
+            text = f"must be text (got {echo}); to fix: quote it, as YAML reads it as {reading}"
         elif err["type"] in ("too_long", "too_short"):
             text = _length_phrase(err)
         elif err["type"] == "literal_error":
