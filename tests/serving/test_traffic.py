@@ -334,7 +334,9 @@ def test_with_rate_rejects_a_bad_rate():
     ({"arrival": {"kind": "poisson", "rate_per_s": 1, "cv": 2}, "num_requests": 3},
      "traffic.arrival.cv does not apply to kind 'poisson'.*set kind: gamma"),
     ({"arrival": {"kind": "gamma", "rate_per_s": 1}, "num_requests": 3},
-     "traffic.arrival.cv is required for kind 'gamma'"),
+     "traffic.arrival.cv is required for kind 'gamma'; to fix: set cv \\(kind 'gamma' needs it"),
+    ({"arrival": {"kind": "gamma"}, "num_requests": 3},
+     "traffic.arrival.rate_per_s is required .* set rate_per_s and cv \\(kind 'gamma' needs them"),
     # 1/cv^2 overflowed a float (OverflowError traceback) below these bounds
     ({"arrival": {"kind": "gamma", "rate_per_s": 1, "cv": 1e-170}, "num_requests": 3},
      r"traffic.arrival.cv must be >= 0.01 \(got 1e-170\)"),
@@ -354,6 +356,15 @@ def test_with_rate_rejects_a_bad_rate():
     ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3,
       "input": {"kind": "uniform", "low": 5, "high": 2}},
      r"traffic.input.high must be >= low \(5\) \(got 2\)"),
+    # min/max (clip bounds of every kind) are not the uniform range: say so
+    ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3,
+      "input": {"kind": "uniform", "min": 100, "max": 800}},
+     "traffic.input.low is required for kind 'uniform'; to fix: set low and high .*"
+     "min and max only clip the drawn lengths, the uniform range is low..high$"),
+    ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3,
+      "input": {"kind": "uniform", "high": 800}},
+     r"traffic.input.low is required for kind 'uniform'; to fix: set low \(kind 'uniform' "
+     "needs it\\)$"),
     ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3,
       "input": {"kind": "fixed", "value": 5, "sigma": 0.5}},
      "traffic.input.sigma does not apply to kind 'fixed'"),

@@ -43,9 +43,10 @@ class SpecModel(StrictNumbers):
             return self
         kind = self.kind  # type: ignore[attr-defined]
         required, optional = self.kind_fields[kind]
-        for name in required:
-            if getattr(self, name) is None:
-                raise FieldError(name, f"is required for kind {kind!r}")
+        missing = [name for name in required if getattr(self, name) is None]
+        if missing:
+            raise FieldError(missing[0], f"is required for kind {kind!r}",
+                             fix=self._missing_fix(kind, missing))
         for other, (req, opt) in self.kind_fields.items():
             for name in (*req, *opt):
                 if name in self.model_fields_set and name not in (*required, *optional):
@@ -57,6 +58,10 @@ class SpecModel(StrictNumbers):
 
     def _check(self) -> None:
         """Cross-field checks of a subclass; they run after the kind's fields are known."""
+
+    def _missing_fix(self, kind: str, missing: list[str]) -> str:
+        pronoun = "them" if len(missing) > 1 else "it"
+        return f"set {' and '.join(missing)} (kind {kind!r} needs {pronoun})"
 
 
 # Tokens in one request at most: a thousand times the longest context of any model (a
@@ -87,6 +92,14 @@ class LengthSpec(SpecModel):
                      description="lengths below are raised to this")
     max: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="lengths above are "
                             "cut to this (e.g. the context length)")
+
+    def _missing_fix(self, kind: str, missing: list[str]) -> str:
+        fix = super()._missing_fix(kind, missing)
+        if kind == "uniform" and {"min", "max"} & self.model_fields_set:
+            # min/max are valid keys of every kind, so a uniform range written with them
+            # passes the unknown-key check and only surfaces here
+            fix += "; min and max only clip the drawn lengths, the uniform range is low..high"
+        return fix
 
     def _check(self) -> None:
         if self.kind == "uniform" and self.high < self.low:
