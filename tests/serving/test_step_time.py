@@ -97,6 +97,16 @@ def test_memory_plan_and_quantized_weights():
         resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=1))
 
 
+@pytest.mark.parametrize("weight_dtype, offered", [
+    ("bf16", ", quantize the weights (fp8, int4) or "),
+    ("fp8", ", quantize the weights (int4) or "), ("int4", " or pick")])
+def test_weights_that_do_not_fit_are_not_told_to_use_their_own_format(weight_dtype, offered):
+    """The fix offers only formats smaller than the one that did not fit."""
+    with pytest.raises(InputError) as info:
+        resolve(Deployment(model="llama-3.1-405b", gpu="l4", weight_dtype=weight_dtype))
+    assert f"raise tp (now 1) or pp (now 1){offered}" in str(info.value)
+
+
 def test_pipeline_stages_split_weights_and_steps():
     one = resolve(Deployment(model="llama-3.1-405b", gpu="h100", tp=8, weight_dtype="fp8"))
     two = resolve(Deployment(model="llama-3.1-405b", gpu="h100", tp=8, pp=2))

@@ -158,8 +158,8 @@ def test_one_accelerator_under_two_names_is_planned_once_for_serving(client):
     ("/api/plan/train", dict(TRAIN_BODY, storage="nope"),
      "pick one from /api/catalog/storage"),
     ("/api/simulate/serve", dict(SIM_BODY, model="llama-3.1-405b", gpu="l4"),
-     "To fix: raise tp (now 1), quantize the weights (fp8, int4) or pick a GPU with more "
-     "memory"),
+     # the body's weights are fp8 already: only the smaller int4 is offered
+     "To fix: raise tp (now 1), quantize the weights (int4) or pick a GPU with more memory"),
     ("/api/simulate/serve", {**UPLOADED["/api/simulate/serve"],
                              "config": dict(TINY, vocab_size=10**8)},
      "To fix: pick an engine with lower batch limits (now 1,024 sequences, 16,384 batched "

@@ -22,7 +22,7 @@ from infraplan.catalog.engines import Engine
 from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token, param_counts
-from infraplan.serving.quantization import WeightFormat
+from infraplan.serving.quantization import WeightFormat, smaller_weight_formats
 from infraplan.units import format_bytes
 
 
@@ -99,8 +99,9 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
     if mem.kv_blocks < 1:
-        fix = (f"raise tp (now {tp}) or pp (now {pp}), quantize the weights (fp8, int4) or "
-               "pick a GPU with more memory")
+        smaller = smaller_weight_formats(weights)
+        quantize = f", quantize the weights ({', '.join(smaller)})" if smaller else ""
+        fix = f"raise tp (now {tp}) or pp (now {pp}){quantize} or pick a GPU with more memory"
         if kv > 0:  # memory is left, but less than one block of block_size tokens
             fix = f"lower block_size (now {block_size:,}), or {fix}"
         if memory_fraction is not None:

@@ -94,6 +94,16 @@ class WeightFormat:
 
 
 SMOOTHQUANT_UNFUSED_INPUTS = ("attention_output", "mlp_activation")
+# Bytes per stored weight of the formats any GPU can serve (weight-only where it lacks the
+# tensor path), offered as a fix when the weights do not fit
+_PORTABLE_FORMAT_BYTES = {"fp8": _TENSOR_CORE_FORMAT_BYTES["fp8"],
+                          "int4": 0.5 + SCALE_BYTES / INT4_GROUP_SIZE}
+
+
+def smaller_weight_formats(current: WeightFormat) -> list[str]:
+    """The portable formats that store a weight in fewer bytes than `current`."""
+    return [name for name, size in _PORTABLE_FORMAT_BYTES.items()
+            if size < current.bytes_per_weight]
 
 
 def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightFormat:
@@ -102,7 +112,7 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
     if dtype in ("bf16", "fp16", "fp32"):
         return WeightFormat(dtype, dtype_bytes(dtype), dtype)
     if dtype == "int4":
-        return WeightFormat("int4", 0.5 + SCALE_BYTES / INT4_GROUP_SIZE, activation_dtype)
+        return WeightFormat("int4", _PORTABLE_FORMAT_BYTES["int4"], activation_dtype)
     if dtype in _TENSOR_CORE_FORMAT_BYTES:
         # a tensor path slower than 16-bit math (Blackwell Ultra's INT8, cut to 0.15 POP/s)
         # is not taken: the weights are dequantised into the 16-bit GEMM instead
