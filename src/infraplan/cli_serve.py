@@ -36,10 +36,16 @@ def run_plan_serve(args) -> int:
          lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
          if best else "no configuration meets the SLOs")
     if best is None:  # an impossible plan: the output above says why each one lost
+        simulated = [c for c in plan.rejected if c.capacity_requests_per_s is not None]
+        if simulated and all(c.idle_misses for c in simulated):
+            fix = ("relax the SLOs (every configuration misses them alone on an idle replica, "
+                   "so more replicas cannot help) or allow other accelerators, TP degrees or "
+                   "formats")
+        else:
+            fix = ("relax the SLOs, raise search.max_replicas or allow other accelerators, "
+                   "TP degrees or formats")
         raise InputError(f"no configuration meets the SLOs at {plan.rate_per_s:.3g} "
-                         f"requests/s ({len(plan.rejected)} rejected)",
-                         fix="relax the SLOs, raise search.max_replicas or allow other "
-                             "accelerators, TP degrees or formats")
+                         f"requests/s ({len(plan.rejected)} rejected)", fix=fix)
     return 0
 
 

@@ -33,6 +33,7 @@ CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
 SATURATION_BATCHES = 4
 SATURATION_SAMPLE = 4096  # requests of the stream whose lengths the saturated run takes
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
+IDLE_SAMPLE = 256  # requests of the stream run one at a time for the latency floor
 
 
 @dataclass
@@ -44,6 +45,9 @@ class Candidate:
     resolved: ResolvedReplica | None = None  # its step model and memory plan, built once
     economics: dict | None = None  # a month of it: cost line items, energy, carbon
     capacity_requests_per_s: float | None = None  # one replica, saturated (keeps_up)
+    # SLOs missed by the stream's requests alone on an idle replica (rejected ones only):
+    # no replica count can meet these
+    idle_misses: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         d = self.deployment
@@ -54,7 +58,8 @@ class Candidate:
         out = {"deployment": self.deployment.model_dump(), "describe": self.describe(),
                "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
                else None, "rejected": self.reason, "economics_per_month": self.economics,
-               "capacity_requests_per_s_per_replica": self.capacity_requests_per_s}
+               "capacity_requests_per_s_per_replica": self.capacity_requests_per_s,
+               "idle_slo_misses": self.idle_misses}
         if self.summary:
             s = self.summary
             out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
@@ -168,6 +173,13 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         cand.deployment = dep.model_copy(update={"replicas": replicas or space.max_replicas})
         cand.summary = summary
         if replicas is None:
+            alone = idle_latency(resolved, stream)
+            cand.idle_misses = violations(alone, slo)
+            sims += 2
+            if cand.idle_misses:
+                n = alone["completed"] + alone["dropped"]
+                why += (f"; out of reach at any replica count: {n} of the requests, each "
+                        "alone on an idle replica, see " + "; ".join(cand.idle_misses))
             cand.reason = why
             rejected.append(cand)
             continue
@@ -272,6 +284,21 @@ def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> f
     if steady == 0:  # one batch held every request: its whole run is the measure
         return finish.size / float(finish[-1])
     return steady / (last_start - float(finish[0]))
+
+
+def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
+    """Latency summary of up to IDLE_SAMPLE of the stream's requests, each alone on one
+    replica: arrivals are spaced further apart than a request with the longest prompt and
+    the longest output takes alone. Load only adds work to the steps a request shares (a
+    step's time grows with what it holds), so this is the floor no replica count beats."""
+    n = min(len(requests), IDLE_SAMPLE)
+    inputs, outputs = requests.input_tokens[:n], requests.output_tokens[:n]
+    dep = resolved.deployment.model_copy(update={"replicas": 1})
+    longest = simulate(dep, Requests(np.zeros(1), inputs.max(keepdims=True),
+                                     outputs.max(keepdims=True)), resolved=resolved)
+    gap_s = 2.0 * float(np.nanmax(longest.finish_s, initial=0.0)) + 1.0
+    alone = simulate(dep, Requests(np.arange(n) * gap_s, inputs, outputs), resolved=resolved)
+    return summarize(alone)
 
 
 def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir,

@@ -1,0 +1,83 @@
+"""The capacity planner's latency floor: the stream's requests alone on an idle replica."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infraplan.cli import main
+from infraplan.serving.deployment import Deployment, resolve
+from infraplan.serving.planner import _per_replica, idle_latency, plan_serving, stationary_stream
+from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests, generate
+
+TRAFFIC = {"arrival": {"kind": "poisson", "rate_per_s": 20}, "num_requests": 300,
+           "input": {"kind": "lognormal", "mean": 1500, "sigma": 0.8, "max": 8000},
+           "output": {"kind": "lognormal", "mean": 200, "sigma": 0.8, "max": 2000}}
+SEARCH = {"gpus": ["h100"], "tp": [1], "weight_dtypes": ["fp8"], "max_replicas": 2}
+
+
+def _raw(slo, traffic=TRAFFIC, search=SEARCH) -> dict:
+    return {"model": "llama-3.1-8b", "traffic": traffic, "slo": slo, "search": search}
+
+
+def _scenario(slo, traffic=TRAFFIC, search=SEARCH) -> ServeScenario:
+    return ServeScenario.model_validate(_raw(slo, traffic, search))
+
+
+def _plan_serve_exit(tmp_path, capsys, raw) -> tuple[int, str]:
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(raw))  # JSON is YAML
+    code = main(["plan", "serve", str(path)])
+    return code, capsys.readouterr().err
+
+
+def test_requests_alone_take_what_one_request_takes_alone():
+    """Fixed lengths: every request of the floor run sees exactly the latency of a single
+    request simulated by itself (the arrivals are spaced so that none overlaps)."""
+    resolved = resolve(Deployment(model="llama-3.1-8b", gpu="h100", weight_dtype="fp8"))
+    fixed = {**TRAFFIC, "input": {"kind": "fixed", "value": 3000},
+             "output": {"kind": "fixed", "value": 400}}
+    stream = generate(stationary_stream(_scenario({}, fixed).traffic, 20), seed=0)
+    floor = idle_latency(resolved, stream)
+    one = simulate(resolved.deployment, Requests([0.0], [3000], [400]), resolved=resolved)
+    ttft_s = float(one.first_token_s[0])  # it arrives at t = 0
+    assert floor["completed"] == 256
+    assert floor["ttft_s"]["p50"] == pytest.approx(ttft_s, rel=1e-9)
+    assert floor["ttft_s"]["p99"] == pytest.approx(ttft_s, rel=1e-9)
+    assert floor["e2e_s"]["p99"] == pytest.approx(floor["e2e_s"]["p50"], rel=1e-9)
+
+
+@pytest.mark.parametrize("rate_per_s", [5, 20, 40])
+def test_load_never_beats_the_idle_floor(rate_per_s):
+    scenario = _scenario({})
+    resolved = resolve(Deployment(model="llama-3.1-8b", gpu="h100", weight_dtype="fp8"))
+    stream = generate(stationary_stream(scenario.traffic, rate_per_s), seed=0)
+    floor = idle_latency(resolved, stream)
+    loaded = _per_replica(scenario, resolved, rate_per_s, 1, 2.0, None)
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert floor[key]["p50"] <= loaded[key]["p50"]
+
+
+def test_an_slo_below_the_idle_floor_is_called_out_of_reach(tmp_path, capsys):
+    plan = plan_serving(_scenario({"tpot_p99_s": 0.001}))
+    assert plan.best is None
+    (cand,) = plan.rejected
+    assert [m.split(" ")[1] for m in cand.idle_misses] == ["TPOT"]
+    assert ("; out of reach at any replica count: 256 of the requests, each alone on an "
+            "idle replica, see p99 TPOT") in cand.reason
+    code, err = _plan_serve_exit(tmp_path, capsys, _raw({"tpot_p99_s": 0.001}))
+    assert code == 2 and "so more replicas cannot help" in err and "raise search.max_replicas" not in err
+
+
+def test_an_slo_reachable_alone_still_asks_for_more_replicas(tmp_path, capsys):
+    """At 200 requests/s two replicas cannot keep up, but a request alone meets the SLO:
+    the fix is more replicas, and no floor is reported."""
+    busy = {**TRAFFIC, "arrival": {"kind": "poisson", "rate_per_s": 200}}
+    raw = _raw({"ttft_p99_s": 1.0, "tpot_p99_s": 0.05}, busy)
+    (cand,) = plan_serving(ServeScenario.model_validate(raw)).rejected
+    assert "keep up with 200 requests/s" in cand.reason and cand.idle_misses == []
+    code, err = _plan_serve_exit(tmp_path, capsys, raw)
+    assert code == 2 and "raise search.max_replicas" in err
