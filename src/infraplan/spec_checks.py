@@ -97,6 +97,14 @@ def shown_value(value: Any) -> str:
     return repr(value)
 
 
+def given(spec: BaseModel, name: str) -> bool:
+    """`name` was given to `spec`, and to something other than its default. Checks that
+    refuse a field in some context ask this, not model_fields_set alone: a spec written
+    back by model_dump() holds every field at its default, and must validate again."""
+    return (name in spec.model_fields_set
+            and getattr(spec, name) != type(spec).model_fields[name].default)
+
+
 class FieldError(InputError):
     """Raised by a model validator about one field: the field extends the error's path."""
 

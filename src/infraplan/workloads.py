@@ -18,7 +18,7 @@ from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError
 from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import on_disk, read_user_file, too_big_to_read
-from infraplan.spec_checks import StrictNumbers, describe_errors
+from infraplan.spec_checks import StrictNumbers, describe_errors, given
 
 
 # Bounds far above any real job, so that a typo (an extra zero run, 1e300) is refused with
@@ -69,7 +69,7 @@ class Parallelism(_Spec):
 
     @model_validator(mode="after")
     def _knobs_that_apply(self):
-        if "recompute_fraction" in self.model_fields_set and self.recompute != "full":
+        if given(self, "recompute_fraction") and self.recompute != "full":
             raise ValueError("recompute_fraction applies only with recompute: full (it would "
                              "be ignored)")
         if self.sequence_parallel and self.tp == 1:
@@ -102,10 +102,10 @@ class FineTune(_Spec):
 
     @model_validator(mode="after")
     def _adapters_need_lora(self):
-        given = {"lora_rank", "lora_targets"} & self.model_fields_set
-        if given and self.method == "full":
-            verb = "applies" if len(given) == 1 else "apply"
-            raise ValueError(f"{' and '.join(sorted(given))} {verb} only with method lora or "
+        adapters = [name for name in ("lora_rank", "lora_targets") if given(self, name)]
+        if adapters and self.method == "full":
+            verb = "applies" if len(adapters) == 1 else "apply"
+            raise ValueError(f"{' and '.join(adapters)} {verb} only with method lora or "
                              "qlora (it would be ignored)")
         return self
 
@@ -260,7 +260,7 @@ class TrainHardware(_Spec):
 
     @model_validator(mode="after")
     def _counts_or_range(self):
-        if self.counts is not None and {"min_count", "max_count"} & self.model_fields_set:
+        if self.counts is not None and (given(self, "min_count") or given(self, "max_count")):
             raise ValueError("give counts or min_count/max_count, not both (counts would "
                              "win and the range would be ignored)")
         if self.counts is not None and max(self.counts) > MAX_ACCELERATORS:

@@ -151,6 +151,17 @@ def test_spot_price_follows_the_scenario_and_says_where_it_came_from():
     assert price == pytest.approx(1.25) and "cheapest spot offer" in source
 
 
+@pytest.mark.parametrize("prices", [{"h100": 1.0}, {}])
+def test_a_spot_scenario_written_back_prices_the_same(prices):
+    """Regression: model_dump() wrote the default discount (0.6) out, and reading it back
+    took it for a given discount: $1.00 x 0.4 instead of the catalog offer's share."""
+    scenario = TrainScenario.model_validate({**BASE, "prices": prices, "run": {"spot": {}}})
+    again = TrainScenario.model_validate(scenario.model_dump())
+    on_demand, priced = prices.get("h100", 2.69), "h100" in prices
+    assert again.run.spot.price("h100", on_demand, scenario_priced=priced) == \
+        scenario.run.spot.price("h100", on_demand, scenario_priced=priced)
+
+
 def test_spot_or_reserved_not_below_on_demand_is_refused():
     plan = plan_training(_scenario()).best[0]
     with pytest.raises(InputError, match=r"^run.spot: the spot price \$10.00"):

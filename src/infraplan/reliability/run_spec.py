@@ -37,8 +37,11 @@ class SpotSpec(_Spec):
 
     usd_per_gpu_hour: UsdPerGpuHour | None = Field(
         default=None, description="default: on-demand x (1 - discount); see price()")
-    discount: float = Field(default=DEFAULT_DISCOUNT, ge=0, lt=1,
-                            description="fraction off the on-demand price")
+    # None, not DEFAULT_DISCOUNT: whether it was given picks the pricing rule (price()),
+    # and a scenario written back by model_dump() must price the same
+    discount: float | None = Field(default=None, ge=0, lt=1,
+                                   description="fraction off the on-demand price (default: "
+                                               "see price())")
     monthly_interrupted_fraction: float | None = Field(default=None, ge=0, lt=1)
     advisor_band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
     notice_s: float = Field(default=120.0, ge=0)
@@ -58,7 +61,7 @@ class SpotSpec(_Spec):
         od = on_demand_usd_per_gpu_hour
         if self.usd_per_gpu_hour is not None:
             price, source = self.usd_per_gpu_hour, "run.spot.usd_per_gpu_hour"
-        elif "discount" in self.model_fields_set:
+        elif self.discount is not None:
             price, source = od * (1 - self.discount), \
                 f"on-demand ${od:,.2f} less run.spot.discount {self.discount:.0%}"
         else:
@@ -75,8 +78,8 @@ class SpotSpec(_Spec):
                 price, source = od * (1 - discount), \
                     f"the scenario's on-demand ${od:,.2f} less {discount:.0%}, {origin}"
             elif offer is None:
-                price, source = od * (1 - self.discount), \
-                    f"on-demand less the default discount {self.discount:.0%} (no spot offer)"
+                price, source = od * (1 - DEFAULT_DISCOUNT), \
+                    f"on-demand less the default discount {DEFAULT_DISCOUNT:.0%} (no spot offer)"
             else:
                 price, source = offer.spot_usd_per_gpu_hour, \
                     f"the catalog's cheapest spot offer ({offer.provider})"
@@ -99,7 +102,7 @@ class SpotSpec(_Spec):
             self.monthly_interrupted_fraction
         extra = {} if fraction is None else {
             "preemption_rate_per_node_s": rate_from_monthly_fraction(fraction)}
-        return SpotModel(discount=self.discount, spot_usd_per_gpu_hour=spot_usd_per_gpu_hour,
+        return SpotModel(spot_usd_per_gpu_hour=spot_usd_per_gpu_hour,  # overrides a discount
                          notice_s=self.notice_s, capacity_wait_mean_s=self.capacity_wait_mean_s,
                          restart_s=self.restart_s, **extra)
 

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from infraplan.errors import InputError
-from infraplan.spec_checks import FieldError, StrictNumbers, describe_errors
+from infraplan.spec_checks import FieldError, StrictNumbers, describe_errors, given
 
 
 class SpecModel(StrictNumbers):
@@ -49,7 +49,7 @@ class SpecModel(StrictNumbers):
                              fix=self._missing_fix(kind, missing))
         for other, (req, opt) in self.kind_fields.items():
             for name in (*req, *opt):
-                if name in self.model_fields_set and name not in (*required, *optional):
+                if given(self, name) and name not in (*required, *optional):
                     uses = ", ".join((*required, *optional)) or "none of the kind-specific fields"
                     raise FieldError(name, f"does not apply to kind {kind!r} (it uses: {uses})",
                                      fix=f"remove {name} or set kind: {other}")
