@@ -33,7 +33,6 @@ CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
 SATURATION_BATCHES = 4
 SATURATION_SAMPLE = 4096  # requests of the stream whose lengths the saturated run takes
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
-IDLE_SAMPLE = 256  # requests of the stream run one at a time for the latency floor
 
 
 @dataclass
@@ -287,11 +286,13 @@ def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> f
 
 
 def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
-    """Latency summary of up to IDLE_SAMPLE of the stream's requests, each alone on one
-    replica: arrivals are spaced further apart than a request with the longest prompt and
-    the longest output takes alone. Load only adds work to the steps a request shares (a
-    step's time grows with what it holds), so this is the floor no replica count beats."""
-    n = min(len(requests), IDLE_SAMPLE)
+    """Latency summary of the stream's requests (up to SATURATION_SAMPLE of them), each
+    alone on one replica: arrivals are spaced further apart than a request with the longest
+    prompt and the longest output takes alone. Load only adds work to the steps a request
+    shares (a step's time grows with what it holds), so each request's latency here is a
+    floor; the per-replica streams the planner simulates draw the same lengths (arrival
+    draws do not depend on the rate), so their percentiles cannot beat these."""
+    n = min(len(requests), SATURATION_SAMPLE)
     inputs, outputs = requests.input_tokens[:n], requests.output_tokens[:n]
     dep = resolved.deployment.model_copy(update={"replicas": 1})
     longest = simulate(dep, Requests(np.zeros(1), inputs.max(keepdims=True),
