@@ -36,8 +36,7 @@ def run_plan_serve(args) -> int:
          lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
          if best else "no configuration meets the SLOs")
     if best is None:  # an impossible plan: the output above says why each one lost
-        simulated = [c for c in plan.rejected if c.capacity_requests_per_s is not None]
-        if simulated and all(c.idle_misses for c in simulated):
+        if plan.slos_out_of_reach:
             fix = ("relax the SLOs (every configuration misses them alone on an idle replica, "
                    "so more replicas cannot help) or allow other accelerators, TP degrees or "
                    "formats")

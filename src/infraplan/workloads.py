@@ -331,9 +331,9 @@ class TrainScenario(_Spec):
     constraints: Constraints = Constraints()
     objective: Literal["time", "cost"] = Field(default="time", description="rank plans by "
                                                "time to train or by total cost")
-    prices: dict[str, UsdPerGpuHour] = Field(default_factory=dict,
-                                     description="USD per GPU-hour by accelerator (default: "
-                                                 "the cheapest offer for `pricing`)")
+    prices: dict[str, UsdPerGpuHour] = Field(
+        default_factory=dict, description="USD per GPU-hour by accelerator (default: the "
+                                          "cheapest offer for `pricing`)")
     pricing: Pricing = "on_demand"
     costs: CostInputs = CostInputs()
     energy: EnergySpec = EnergySpec()

@@ -78,6 +78,13 @@ class ServePlan:
     search_seconds: float
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def slos_out_of_reach(self) -> bool:
+        """No configuration was kept and every one that was simulated misses the SLOs alone
+        on an idle replica: more replicas cannot help."""
+        simulated = [c for c in self.rejected if c.capacity_requests_per_s is not None]
+        return self.best is None and bool(simulated) and all(c.idle_misses for c in simulated)
+
     def to_json(self) -> dict:
         return {"planning_rate_per_s": self.rate_per_s,
                 "best": self.best.to_json() if self.best else None,
