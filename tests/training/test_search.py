@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.training.evaluate import TrainingJob
@@ -18,6 +19,7 @@ from infraplan.training.plan import ParallelPlan, PlanError, check_plan
 from infraplan.training.plan_train import gpu_counts, plan_training
 from infraplan.training.search import search
 from infraplan.training.space import Knobs
+from infraplan.units import GiB
 from infraplan.workloads import TrainScenario, load_scenario
 from tests.conftest import folded_text
 
@@ -220,3 +222,40 @@ def test_no_plan_fills_two_top_slots():
     pinned = search(load_model("llama-3.1-8b"), ["h100"], Knobs(gpus=(8,), tp=(8,), zero=(1,)),
                     TrainingJob(seq_len=4096, global_batch=64)).best
     assert pinned and all(p.plan.zero == 1 and p.plan.dp == 1 for p in pinned)
+
+
+def test_a_batch_no_split_divides_gets_batches_and_counts_that_run():
+    """24 GPUs leave only data-parallel degrees with a factor 3, which a global batch of 100
+    lacks; the message used to be the generic 'no combination ... divides'. Each suggested
+    batch and GPU count must then run."""
+    arch, job = load_model("llama-3.1-8b"), TrainingJob(seq_len=4096, global_batch=100)
+    with pytest.raises(InputError, match=r"global_batch 100 is not a multiple of dp x "
+                       r"micro_batch for any data-parallel degree the allowed splits leave "
+                       r"\(3, 6, 12, 24\)\. To fix: set training.global_batch to 99 or 102, "
+                       r"or allow 20 or 25 GPUs \(hardware.counts\)"):
+        search(arch, ["h100"], Knobs(gpus=(24,)), job)
+    for batch in (99, 102):
+        assert search(arch, ["h100"], Knobs(gpus=(24,)),
+                      replace(job, global_batch=batch)).best
+    for count in (20, 25):
+        assert search(arch, ["h100"], Knobs(gpus=(count,)), job).best
+
+
+def test_nothing_fits_names_the_smallest_plan_and_only_the_levers_left():
+    """The message used to offer 'recompute, ZeRO or a larger accelerator' whatever the
+    plan already used; now it names the smallest plan, offers unpinning only a pinned ZeRO
+    stage or recompute, and accelerators that hold that plan."""
+    arch, job = load_model("llama-3.1-70b"), TrainingJob(seq_len=4096, global_batch=64)
+    pinned = Knobs(gpus=(8,), zero=(1,), recompute=(1.0,))  # 1.0: selective
+    with pytest.raises(InputError) as pinned_error:
+        search(arch, ["h100"], pinned, job)
+    message = str(pinned_error.value)
+    need = float(re.search(r"needs ([\d.]+) GiB", message).group(1))
+    assert "ZeRO-1" in message and "recompute=selective" in message
+    assert "unpin pin.zero" in message and "unpin pin.recompute" in message
+    named = re.search(r"GiB or more \(([^)]*)\)", message).group(1).split(", ")
+    assert named and all(accelerator(n).memory_bytes / GiB >= need for n in named)
+    with pytest.raises(InputError) as free_error:
+        search(arch, ["h100"], Knobs(gpus=(1,)), job)
+    assert "unpin" not in str(free_error.value)
+    assert "allow more GPUs than 1" in str(free_error.value)

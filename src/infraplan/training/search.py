@@ -4,11 +4,13 @@ time, and return the time vs GPU-hours Pareto frontier and why the other knob va
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import System
 from infraplan.economics.spec import LinearCost
 from infraplan.errors import InputError
@@ -162,7 +164,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
         if count == 0:
             raise InputError("no runnable plan: " + why_nothing_runs(
                 arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch))
-        raise InputError(_nothing_fits(evaluated, limits))
+        raise _nothing_fits(evaluated, limits, knobs)
     results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
     frontier = [_result(arch, ev, i, job)
                 for ev, i in _frontier(evaluated, limits)]
@@ -318,14 +320,12 @@ def _knob_value(knob, value):
     return int(value)
 
 
-def _nothing_fits(evaluated, limits: _Limits) -> str:
+def _nothing_fits(evaluated, limits: _Limits, knobs: Knobs) -> InputError:
     mins = [(ev.out["memory_bytes"].min(), ev) for ev in evaluated if ev.out]
     need, ev = min(mins, key=lambda m: m[0])
     cap = ev.out["capacity_bytes"][0]
     if need > cap:
-        return (f"no plan fits in memory: the smallest needs {need / GiB:.1f} GiB per "
-                f"accelerator, {ev.gpu} has {cap / GiB:.1f} GiB; allow more GPUs, "
-                "recompute, ZeRO or a larger accelerator")
+        return _too_big(ev, need, cap, knobs)
     # A limit that every fitting plan misses is named with the plan closest to it; limits
     # that some plan meets are not to blame and are left out. When each limit alone is met
     # but no plan meets them all, each is named with the plan closest to it among those
@@ -348,15 +348,37 @@ def _nothing_fits(evaluated, limits: _Limits) -> str:
             if best is not None:
                 missed.append((column, limit, what, best))
     if not missed:  # three limits, no two of which one plan meets
-        return (f"no plan meets any two of the {' and '.join(c[2] for c in checks)}, although "
-                "each alone is met; relax the limits or allow more or other GPUs")
+        return InputError(f"no plan meets any two of the {' and '.join(c[2] for c in checks)}, "
+                          "although each alone is met; relax the limits or allow more or "
+                          "other GPUs")
     closest = [f"the plan closest to the {what} ({_format(column, best)}"
                + (")" if not together else ", the best within the other limits)")
                + f" misses it by {best / limit - 1:+.0%}"
                for column, limit, what, best in missed]
     named = checks if together else missed
-    return (f"no plan meets the {' and '.join(m[2] for m in named)}{together}: "
-            f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
+    return InputError(f"no plan meets the {' and '.join(m[2] for m in named)}{together}: "
+                      f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
+
+
+def _too_big(ev: _Evaluated, need: float, cap: float, knobs: Knobs) -> InputError:
+    """No plan fits: name the smallest plan, and as fixes only the levers it does not pull
+    already (a pinned ZeRO stage or recompute shows as unused) and accelerators with room."""
+    plan = _plan_at(ev, int(np.argmin(ev.out["memory_bytes"])))
+    fixes = [f"allow more GPUs than {max(knobs.gpus)} (hardware.counts or max_count)"]
+    if 3 not in knobs.zero:
+        fixes.append("unpin pin.zero so that ZeRO-3 may shard the weights")
+    if not any(c >= 2 or c == AUTO_RECOMPUTE for c in knobs.recompute):  # 2: full
+        fixes.append("unpin pin.recompute so that full recompute may drop the activations")
+    roomy = {}  # the smallest accelerator of each family that holds the plan
+    for a in sorted(load_catalog().accelerators, key=lambda a: a.memory_bytes):
+        if a.memory_bytes >= need:
+            roomy.setdefault(a.name.split("-")[0], a.name)
+    if roomy:
+        fixes.append(f"an accelerator with {math.ceil(need / GiB)} GiB or more "
+                     f"({', '.join(list(roomy.values())[:4])})")
+    return InputError(f"no plan fits in memory: the smallest ({plan.describe()}) needs "
+                      f"{need / GiB:.1f} GiB per accelerator, {ev.gpu} has {cap / GiB:.1f} GiB",
+                      fix=", or ".join(fixes))
 
 
 def _closest(evaluated, column: str, masks) -> float | None:

@@ -248,5 +248,43 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
             return ("ep_comm_overlap needs ep > 1, the interleaved schedule (vp > 1) when "
                     "pp > 1, and recompute none or selective: no allowed combination has all "
                     "three")
-    return ("no combination of the allowed degrees divides the GPU counts, heads and "
-            "global batch")
+    return _batch_or_count_fix(arch, knobs, seq_len=seq_len, global_batch=global_batch,
+                               dps=sorted({int(d) for d in space.outer["dp"]}))
+
+
+def _runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> bool:
+    space = build_space(arch, knobs, seq_len=seq_len, global_batch=global_batch)
+    return bool(space.outer_rows) and bool(space._runnable(slice(None)).any())
+
+
+def _batch_or_count_fix(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int,
+                        dps: list[int]) -> str:
+    """The last resort of why_nothing_runs: the splits exist but no data-parallel degree they
+    leave divides the global batch. Name those degrees and the nearest global batches and
+    GPU counts that run (each checked by building its space), else the generic rule."""
+    mbs = sorted({int(m) for m in knobs.micro_batch})
+    # the nearest multiples of dp x micro_batch on either side, closest first
+    steps = {d * m for d in dps for m in mbs}
+    near = sorted({b for s in steps for b in (global_batch // s * s, -(-global_batch // s) * s)
+                   if b > 0 and b != global_batch}, key=lambda b: (abs(b - global_batch), b))
+    batches = [b for b in near[:12]
+               if _runs(arch, knobs, seq_len=seq_len, global_batch=b)][:2]
+    def first_count(tries) -> list[int]:  # the first GPU count that runs, if any
+        return next(([c] for c in tries if _runs(arch, replace(knobs, gpus=(c,)),
+                                                  seq_len=seq_len, global_batch=global_batch)),
+                    [])
+
+    lo, hi = min(knobs.gpus), max(knobs.gpus)
+    counts = (first_count(range(lo - 1, max(lo // 2, 1) - 1, -1))
+              + first_count(range(hi + 1, min(2 * hi, hi + 256) + 1)))
+    fixes = ([f"set training.global_batch to {' or '.join(map(str, sorted(batches)))}"]
+             if batches else [])
+    fixes += ([f"allow {' or '.join(map(str, counts))} GPUs (hardware.counts)"]
+              if counts else [])
+    if not fixes:
+        return ("no combination of the allowed degrees divides the GPU counts, heads and "
+                "global batch")
+    shown = ", ".join(map(str, dps[:8])) + (", ..." if len(dps) > 8 else "")
+    return (f"global_batch {global_batch} is not a multiple of dp x micro_batch for any "
+            f"data-parallel degree the allowed splits leave ({shown}). To fix: "
+            + ", or ".join(fixes))
