@@ -88,7 +88,17 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "traffic.arrival: the requests would arrive over"),
     (("simulate", "serve"), _with(SIMULATE, traffic__input__value=200_000),
      "no request completed: 40 prompt + output longer than the model's 131,072-token "
-     "context"),
+     "context. To fix: keep prompt + output within the model's context"),
+    # each refusal gets its own fix (it used to be "raise tp, quantize" for all three)
+    (("simulate", "serve"), _with(SIMULATE, deployment__gpu="l4", traffic__input__value=120_000),
+     "no request completed: 40 prompt + output longer than the KV cache holds. To fix: "
+     "shorten the requests (traffic.input / traffic.output), or give the engine more KV "
+     "cache"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__chunked_prefill=False,
+                                  deployment__max_num_batched_tokens=100),
+     "no request completed: 40 prompt longer than max_num_batched_tokens without chunked "
+     "prefill. To fix: set deployment.chunked_prefill: true, or raise "
+     "deployment.max_num_batched_tokens above the longest prompt"),
 ])
 def test_bad_serving_scenarios_name_the_field(tmp_path, capsys, command, raw, fragment):
     code, _, err = _run(tmp_path, capsys, raw, *command)

@@ -35,6 +35,10 @@ from collections.abc import Sequence
 from infraplan.serving.step_time import StepModel, steps_at_floor
 
 INF = math.inf
+# why a request is refused on arrival (metrics.require_completions pairs each with its fix)
+REFUSED_CONTEXT = "prompt + output longer than the model's {:,}-token context"
+REFUSED_KV = "prompt + output longer than the KV cache holds"
+REFUSED_BUDGET = "prompt longer than max_num_batched_tokens without chunked prefill"
 TIMELINE_POINTS = 500
 
 
@@ -81,12 +85,11 @@ class Replica:
         # longer than the cache holds: max_model_len)
         length = book.prompt[rid] + book.output[rid]
         if self.max_model_len is not None and length > self.max_model_len:
-            book.drop(rid, f"prompt + output longer than the model's {self.max_model_len:,}-"
-                      "token context")
+            book.drop(rid, REFUSED_CONTEXT.format(self.max_model_len))
         elif self._blocks(length) > self.capacity:
-            book.drop(rid, "prompt + output longer than the KV cache holds")
+            book.drop(rid, REFUSED_KV)
         elif not self.chunked and book.prompt[rid] > self.budget:
-            book.drop(rid, "prompt longer than max_num_batched_tokens without chunked prefill")
+            book.drop(rid, REFUSED_BUDGET)
         else:
             self.waiting.append(rid)
 

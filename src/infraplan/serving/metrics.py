@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infraplan.errors import InputError
+from infraplan.serving.engine import REFUSED_BUDGET, REFUSED_CONTEXT, REFUSED_KV
 from infraplan.serving.simulate import SimResult
 
 PERCENTILES = (50, 90, 99)
@@ -113,10 +114,24 @@ def dropped_reasons(summary: dict) -> str:
     return "; ".join(f"{n:,} {why}" for why, n in summary["dropped_by_reason"].items())
 
 
+# the fix of each refusal (engine.submit), keyed by the start of its reason
+REFUSAL_FIXES = {
+    REFUSED_CONTEXT.split("{")[0]: "keep prompt + output within the model's context "
+                                   "(shorten traffic.input / traffic.output, or their max)",
+    REFUSED_KV: "shorten the requests (traffic.input / traffic.output), or give the engine "
+                "more KV cache (raise deployment.tp, or quantize deployment.weight_dtype or "
+                "kv_dtype)",
+    REFUSED_BUDGET: "set deployment.chunked_prefill: true, or raise "
+                    "deployment.max_num_batched_tokens above the longest prompt",
+}
+
+
 def require_completions(summary: dict) -> None:
     """An InputError when no request completed: every one was refused (too long for the
-    context or the KV cache), so there is nothing to report."""
+    context, the KV cache or an unchunked prefill), so there is nothing to report. The fix
+    answers the reasons given, in their order."""
     if summary["completed"] == 0:
+        fixes = [fix for why in summary["dropped_by_reason"]
+                 for start, fix in REFUSAL_FIXES.items() if why.startswith(start)]
         raise InputError(f"no request completed: {dropped_reasons(summary)}",
-                         fix="shorten the requests (traffic.input / traffic.output), or give "
-                             "the engine more KV cache (raise tp, quantize weights or KV)")
+                         fix="; or ".join(dict.fromkeys(fixes)) or None)
