@@ -98,10 +98,11 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
             from None
     if not rows:
         raise InputError(f"{path.name}: no data rows under the header", fix=schema)
-    results = []
+    results, first_of = [], {}  # first_of: id -> the data row that first named it
     for done, row in enumerate(rows, 1):
         try:
             _check_width(row, len(reader.fieldnames))
+            _check_id(row, done, first_of)
             result = predict(row, path.parent)
             if not (math.isfinite(result.predicted) and result.predicted > 0):
                 raise InputError(f"row {result.id!r}: the model gives no finite prediction > 0 "
@@ -113,6 +114,17 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
         if progress:
             progress(done, len(rows))
     return ValidationReport(results)
+
+
+def _check_id(row: dict, number: int, first_of: dict[str, int]) -> None:
+    """Ids name the rows in the report and its JSON: each must be given, and only once."""
+    rid = (row.get("id") or "").strip()
+    if not rid:
+        raise InputError(f"data row {number} has no id", fix="give every row an id")
+    if rid in first_of:
+        raise InputError(f"row {rid!r}: data row {number} repeats the id of data row "
+                         f"{first_of[rid]}", fix="give each row its own id")
+    first_of[rid] = number
 
 
 def _check_width(row: dict, width: int) -> None:

@@ -59,7 +59,7 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     # the CSV's model paths are relative to it: use the catalog name in a copied row
     good = DEV.read_text().splitlines()[1].replace("models/megatron-gpt-1.7b.json",
                                                    "megatron-gpt-1.7b")
-    bad = good.replace(",a100-sxm4-80gb,", ",a100-sxm9,", 1)
+    bad = good.replace(",a100-sxm4-80gb,", ",a100-sxm9,", 1).replace("nar21", "bad-gpu", 1)
     path = tmp_path / "rows.csv"
     path.write_text("\n".join([header, good, bad]) + "\n")
     report = validate_training(path)
@@ -157,6 +157,19 @@ def test_a_row_with_too_few_or_too_many_cells_fails_with_the_counts(tmp_path):
     assert [r.error.split(". ")[0] for r in report.failed] == [
         "row 'nar21-t1-1.7b': 5 cells but the header has 21 columns",
         "row 'nar21-t1-1.7b': 23 cells but the header has 21 columns"]
+
+
+def test_a_repeated_or_missing_id_fails_its_row(tmp_path):
+    """Ids name the rows in the report and its JSON; a repeated one was predicted twice
+    under one name, an empty one reported as '?'."""
+    lines = _row_csv(tmp_path).read_text().splitlines()
+    (tmp_path / "rows.csv").write_text("\n".join(
+        [lines[0], lines[1], lines[1], "," + lines[1].split(",", 1)[1]]) + "\n")
+    report = validate_training(tmp_path / "rows.csv")
+    assert [r.id for r in report.rows if r.error is None] == ["nar21-t1-1.7b"]
+    assert [r.error.split(". ")[0] for r in report.failed] == [
+        "row 'nar21-t1-1.7b': data row 2 repeats the id of data row 1",
+        "data row 3 has no id"]
 
 
 @pytest.mark.parametrize("content, message", [
