@@ -109,7 +109,8 @@ def _memory_flags(args) -> dict:
 
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
-    from infraplan.training.fit_check import fit_check, memory_overrides, scenario_from_flags
+    from infraplan.training.fit_check import (fit_check, memory_overrides,
+                                              refuse_ignored_flags, scenario_from_flags)
     from infraplan.workloads import MemoryScenario, load_scenario
 
     flags = _memory_flags(args)
@@ -121,6 +122,7 @@ def _run_memory(args) -> int:
                 raise InputError(f"--{flag} is required without a scenario file",
                                  fix=f"pass --{flag} or a scenario YAML")
         scenario = scenario_from_flags(flags)
+    refuse_ignored_flags(flags, scenario)
     check = fit_check(scenario)
     report = check.report
     return emit(args, "memory", check.to_json(),

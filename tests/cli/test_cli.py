@@ -324,6 +324,14 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
 @pytest.mark.parametrize("flags, fragment", [
     (["--recompute-fraction", "0.5"], "recompute_fraction applies only with recompute: full"),
     (["--lora-rank", "8"], "lora_rank applies only with method lora or qlora"),
+    # at their default values the scenario's check (which a dumped file must pass) let
+    # these through, and the flag was ignored
+    (["--lora-rank", "16"], "--lora-rank applies only to a LoRA or QLoRA fine-tune (it would "
+                            "be ignored). To fix: add --finetune lora (or qlora), or drop "
+                            "--lora-rank"),
+    (["--lora-targets", "all-linear"], "--lora-targets applies only to a LoRA or QLoRA"),
+    (["--recompute-fraction", "1"], "--recompute-fraction applies only to full recompute (it "
+                                    "would be ignored). To fix: add --recompute full"),
     (["--sequence-parallel"], "sequence_parallel splits activations over the tensor-parallel "
                               "ranks: it needs tp > 1"),
 ])

@@ -35,6 +35,31 @@ def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     return {path: values.get(name) for name, path in FLAG_PATHS.items()}
 
 
+# flags that mean something only in a context: (is the context there, what it is, the flag
+# that sets it up)
+CONTEXT_FLAGS = {
+    "lora_rank": (lambda s: s.finetune.method != "full", "a LoRA or QLoRA fine-tune",
+                  "--finetune lora (or qlora)"),
+    "lora_targets": (lambda s: s.finetune.method != "full", "a LoRA or QLoRA fine-tune",
+                     "--finetune lora (or qlora)"),
+    "recompute_fraction": (lambda s: s.parallelism.recompute == "full", "full recompute",
+                           "--recompute full"),
+}
+
+
+def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
+    """A flag is said on purpose, even at its default value, which the scenario's own
+    checks let pass (spec_checks.given: a dumped file writes every default): an InputError
+    for one given outside the context it needs, which would be ignored."""
+    from infraplan.errors import InputError
+
+    for name, (applies, context, setup) in CONTEXT_FLAGS.items():
+        if values.get(name) is not None and not applies(scenario):
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} applies only to {context} (it would be ignored)",
+                             fix=f"add {setup}, or drop {flag}")
+
+
 def scenario_from_flags(values: Mapping[str, Any], origin: str = "flags"):
     """The MemoryScenario of knob values alone (no scenario file)."""
     from infraplan.workloads import MemoryScenario, apply_overrides, parse_spec
