@@ -279,9 +279,13 @@ def _run_tco(args) -> int:
     rent = None if args.rent is None else buy_vs_rent(args.server, args.utilization,
                                                       args.rent, **kw)
     api = None
+    if (args.api_usd_per_m is None) != (args.tokens_per_s is None):  # one without the other
+        given, missing = (("--api-usd-per-m", "--tokens-per-s") if args.tokens_per_s is None
+                          else ("--tokens-per-s", "--api-usd-per-m"))
+        raise InputError(f"{given} needs {missing}: self-hosting vs an API compares the "
+                         "server's throughput with the API's price per million tokens",
+                         fix=f"add {missing}, or drop {given}")
     if args.api_usd_per_m is not None:
-        if args.tokens_per_s is None:
-            raise InputError("--api-usd-per-m needs --tokens-per-s (the server's throughput)")
         api = self_host_vs_api(args.tokens_per_s, own.usd_per_year / 12, args.api_usd_per_m)
     out = {"onprem": {**asdict(own), "usd_per_year": own.usd_per_year,
                       "usd_per_gpu_hour": own.usd_per_gpu_hour},

@@ -31,7 +31,10 @@ def test_tco_json_is_the_library(capsys):
     (["tco", "dgx-h100", "--years", "0"], "argument --years: must be a finite number > 0"),
     (["tco", "dgx-h100", "--tokens-per-s", "nan", "--api-usd-per-m", "1"],
      "argument --tokens-per-s: must be a finite number > 0, got nan"),
-    (["tco", "dgx-h100", "--api-usd-per-m", "1"], "--tokens-per-s"),
+    (["tco", "dgx-h100", "--api-usd-per-m", "1"],
+     "--api-usd-per-m needs --tokens-per-s: self-hosting vs an API compares"),
+    # the throughput alone was ignored without a word
+    (["tco", "dgx-h100", "--tokens-per-s", "1000"], "--tokens-per-s needs --api-usd-per-m"),
 ])
 def test_tco_bad_input_exits_2(capsys, argv, needle):
     try:
