@@ -7,7 +7,7 @@ prints `str(error)` on one line and exits 2; it never shows a traceback for thes
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 class InfraplanError(Exception):
@@ -27,14 +27,22 @@ class InputError(InfraplanError, ValueError):
 class UnknownNameError(InputError):
     """A catalog look-up missed: names the kind, the close matches and what exists."""
 
-    def __init__(self, kind: str, name: str, choices: Iterable[str], *, fix: str | None = None):
+    def __init__(self, kind: str, name: str, choices: Iterable[str], *, fix: str | None = None,
+                 canonical: Mapping[str, str] | None = None):
+        """`choices` are matched against, aliases too; `canonical` maps an alias to its
+        row's name, so that a close match is named once, canonically, and a miss with no
+        close match lists the rows rather than every alias."""
         self.kind, self.name = kind, name
         self.choices = sorted(set(choices))
-        close = close_matches(name, self.choices)
+        self.canonical = dict(canonical or {})
+        self.listed = sorted({self.canonical.get(c, c) for c in self.choices})
+        close = list(dict.fromkeys(self.canonical.get(c, c)
+                                   for c in close_matches(name, self.choices, n=9)))[:3]
         if close:
             message = f"unknown {kind} {name!r}; did you mean {', '.join(map(repr, close))}?"
         else:
-            shown = ", ".join(self.choices[:12]) + (", ..." if len(self.choices) > 12 else "")
+            names = self.listed
+            shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
             message = f"unknown {kind} {name!r}; valid choices: {shown}"
         super().__init__(message, fix=fix)
 

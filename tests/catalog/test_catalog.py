@@ -60,6 +60,18 @@ def test_a_miss_suggests_close_names():
     assert "did you mean" in str(err.value) and "h100-sxm5-80gb" in str(err.value)
 
 
+def test_a_miss_names_each_row_once_by_its_canonical_name():
+    """'lama-3.1-8b' offered 'llama-3.1-8b', 'llama3.1-8b' and 'llama-3-8b': two spellings
+    of one model; a miss with no close match listed Hugging Face aliases first."""
+    with pytest.raises(UnknownNameError) as close:
+        CATALOG.models.get("lama-3.1-8b")
+    assert "did you mean 'llama-3.1-8b', 'llama-3.1-70b', 'llama-3.1-405b'?" in str(close.value)
+    with pytest.raises(UnknownNameError) as far:
+        CATALOG.models.get("zzzz")
+    listed = str(far.value).split("valid choices: ")[1].split(", ...")[0].split(", ")
+    assert len(listed) == 12 and set(listed) <= set(CATALOG.models.names())
+
+
 @pytest.mark.parametrize("gpu", list(CATALOG.accelerators), ids=lambda g: g.name)
 def test_accelerator_figures_are_physically_sane(gpu: Accelerator):
     assert 8 * GiB <= gpu.memory_bytes <= 1024 * GiB

@@ -47,7 +47,7 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("command, raw, fragment", [
     (("plan", "serve"), _with(PLAN, search__gpus=["h1000"]),
-     "search.gpus has unknown accelerator 'h1000'; did you mean 'h100'"),
+     "search.gpus has unknown accelerator 'h1000'; did you mean 'h100-sxm5-80gb'"),
     (("plan", "serve"), _with(PLAN, search__weight_dtypes=["fp9"]),
      "search.weight_dtypes has 'fp9', not a serving weight format; did you mean 'fp8'?"),
     (("plan", "serve"), _with(PLAN, search__engine="vlm"), "unknown engine 'vlm'"),

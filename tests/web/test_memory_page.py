@@ -113,8 +113,8 @@ def test_an_uploaded_config_is_the_catalog_models(client):
 
 
 @pytest.mark.parametrize("change, detail", [
-    ({"gpu": "h10"}, "gpu: unknown accelerator 'h10'; did you mean 'h100', 'h20', "
-                     "'a10'? To fix: pick one from /api/catalog/gpus"),
+    ({"gpu": "h10"}, "gpu: unknown accelerator 'h10'; did you mean 'h100-sxm5-80gb', "
+                     "'h20-96gb', 'a10'? To fix: pick one from /api/catalog/gpus"),
     ({"gpu": "../etc/passwd"}, "gpu: accelerator '../etc/passwd' is not a catalog name"),
     ({"model": "lama-3.1-8b"}, "model: unknown model 'lama-3.1-8b'"),
     ({"tp": 3, "num_gpus": 3}, "tp=3 does not divide the 32 attention heads of llama-3.1-8b. "

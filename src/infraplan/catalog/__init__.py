@@ -83,7 +83,8 @@ class Catalog:
             "accelerator or node type", name,
             self.accelerators.names() + self.accelerators.aliases() + self.systems.names()
             + self.systems.aliases(),
-            fix="run 'infraplan catalog gpus' or 'infraplan catalog systems' to list them")
+            fix="run 'infraplan catalog gpus' or 'infraplan catalog systems' to list them",
+            canonical={**self.accelerators.canonical(), **self.systems.canonical()})
 
     def system_for(self, accelerator_name: str) -> System:
         """The default node type of an accelerator: the first system row that holds it."""

@@ -42,7 +42,8 @@ class Table(Generic[R]):
             return self._rows[self._index[key]]
         listing = f"run 'infraplan catalog {self.listing}' to list them" if self.listing \
             else f"use a name from the catalog's {self.kind} table"
-        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(), fix=listing)
+        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(), fix=listing,
+                               canonical=self.canonical())
 
     def __contains__(self, name: str) -> bool:
         return _key(name) in self._index
@@ -58,6 +59,10 @@ class Table(Generic[R]):
 
     def aliases(self) -> list[str]:
         return [a for row in self._rows.values() for a in row.aliases]
+
+    def canonical(self) -> dict[str, str]:
+        """Each alias -> its row's name."""
+        return {a: row.name for row in self._rows.values() for a in row.aliases}
 
 
 def load_table(path: Path, row_type: type[R], kind: str,

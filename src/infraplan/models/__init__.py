@@ -99,7 +99,8 @@ def load_model(name_or_path: str, *, base_dir: Path | None = None) -> ModelArch:
     except UnknownNameError as exc:
         raise UnknownNameError("model", text, exc.choices,
                                fix="give a catalog model ('infraplan catalog models') or "
-                                   "the path of a config.json") from None
+                                   "the path of a config.json",
+                               canonical=exc.canonical) from None
 
 
 def _in_catalog(name: str) -> bool:

@@ -116,8 +116,8 @@ def dropped_reasons(summary: dict) -> str:
 
 # the fix of each refusal (engine.submit), keyed by the start of its reason
 REFUSAL_FIXES = {
-    REFUSED_CONTEXT.split("{")[0]: "keep prompt + output within the model's context "
-                                   "(shorten traffic.input / traffic.output, or their max)",
+    REFUSED_CONTEXT.split("{")[0]: "keep prompt + output within the model's context: "
+                                   "shorten the requests (traffic.input / traffic.output)",
     REFUSED_KV: "shorten the requests (traffic.input / traffic.output), or give the engine "
                 "more KV cache (raise deployment.tp, or quantize deployment.weight_dtype or "
                 "kv_dtype)",
