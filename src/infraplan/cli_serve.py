@@ -24,6 +24,7 @@ def _load_serve(args):
 
 def run_plan_serve(args) -> int:
     from infraplan.report.serving import plan_report
+    from infraplan.serving.nearby import describe_fix
     from infraplan.serving.planner import plan_serving
 
     scenario, base = _load_serve(args)
@@ -36,6 +37,13 @@ def run_plan_serve(args) -> int:
          lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
          if best else "no configuration meets the SLOs")
     if best is None:  # an impossible plan: the output above says why each one lost
+        if plan.none_built:
+            nearby = plan.runnable_nearby
+            raise InputError(
+                f"no configuration in the search can run {scenario.model}: all "
+                f"{len(plan.rejected)} were rejected before simulation (reasons above)",
+                fix=("search what can: " + describe_fix(nearby)) if nearby else
+                "allow accelerators with more memory (search.gpus), or a smaller model")
         if plan.slos_out_of_reach:
             fix = ("relax the SLOs (every configuration misses them alone on an idle replica, "
                    "so more replicas cannot help) or allow other accelerators, TP degrees or "

@@ -229,7 +229,8 @@ def test_a_row_may_name_the_node_type_it_ran_on(tmp_path):
     assert dgx == bare
     assert p4de[1] > 3 * bare[1] and p4de[0] > bare[0]
     (failed,) = validate_training(_row_csv(tmp_path, gpu="p4dd")).failed
-    assert "unknown accelerator or node type 'p4dd'; did you mean 'aws-p4d-24xlarge', 'aws-p4de-24xlarge'" in failed.error
+    assert ("unknown accelerator or node type 'p4dd'; did you mean 'aws-p4d-24xlarge', "
+            "'aws-p4de-24xlarge'") in failed.error
 
 
 def test_an_unreadable_csv_exits_2_with_the_reason(tmp_path, capsys, monkeypatch):

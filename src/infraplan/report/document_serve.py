@@ -16,6 +16,7 @@ from infraplan.errors import InputError
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.serving.metrics import latencies, require_completions, summarize
+from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import stationary_stream as stream_at
 from infraplan.serving.planner import plan_serving, planning_rate, violations
 from infraplan.serving.simulate import simulate
@@ -234,7 +235,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         s["Pick platform"] = section("DEPLOY", "Pick platform", items=[
             item("cheapest", plan.best.describe() if plan.best else None,
                  f"{plan.best.describe()} at {usd(plan.best.usd_per_hour)}/h" if plan.best
-                 else "no configuration meets the SLOs")], tables=[table(
+                 else plan.verdict)], tables=[table(
                      "configurations that meet the SLOs, cheapest first",
                      ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
                       "$/M output tokens"],
@@ -243,6 +244,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                        f"${c.summary.get('cost', {}).get('usd_per_million_output_tokens', 0):,.3f}"]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
+            + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
+               if plan.runnable_nearby else [])
             + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None:

@@ -53,7 +53,7 @@ def plan_report(name: str, plan, seed: int) -> str:
     lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
              f"{plan.search_seconds:.1f} s (seed {seed})", ""]
     if plan.best is None:
-        lines.append("no configuration meets the SLOs")
+        lines.append(plan.verdict)
     else:
         lines += [f"cheapest: {plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h", "",
                   table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",

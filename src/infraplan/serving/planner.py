@@ -22,6 +22,7 @@ import numpy as np
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, summarize
+from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import (ArrivalSpec, Requests, TrafficSpec, generate,
@@ -77,6 +78,23 @@ class ServePlan:
     simulations: int
     search_seconds: float
     notes: list[str] = field(default_factory=list)
+    # when none could be built: the smallest configurations outside the search that can
+    runnable_nearby: list[Deployment] = field(default_factory=list)
+
+    @property
+    def none_built(self) -> bool:
+        """Every configuration was rejected before simulation (memory, divisibility,
+        price): neither the SLOs nor the replica cap are to blame."""
+        return self.best is None and all(c.capacity_requests_per_s is None
+                                         for c in self.rejected)
+
+    @property
+    def verdict(self) -> str:
+        """Why no configuration was kept, in a line ('' when one was)."""
+        if self.best is not None:
+            return ""
+        return ("no configuration in the search can run the model" if self.none_built
+                else "no configuration meets the SLOs")
 
     @property
     def slos_out_of_reach(self) -> bool:
@@ -91,7 +109,8 @@ class ServePlan:
                 "alternatives": [c.to_json() for c in self.ranked],
                 "rejected": [c.to_json() for c in self.rejected],
                 "simulations": self.simulations, "search_seconds": self.search_seconds,
-                "notes": self.notes}
+                "notes": self.notes,
+                "runnable_nearby": [d.model_dump() for d in self.runnable_nearby]}
 
 
 def violations(summary: dict, slo: Slo) -> list[str]:
@@ -210,9 +229,13 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         notes.append(f"the diurnal mean is {mean:.3g} requests/s: about "
                      f"{max(1, math.ceil(best * mean / rate))} of the {best} replicas suffice "
                      "off-peak (autoscale)")
-    return ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
+    plan = ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
                      rejected=rejected, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)
+    if plan.none_built:
+        plan.runnable_nearby = runnable_nearby(scenario, base_dir=base_dir, arch=arch)
+        plan.search_seconds = time.perf_counter() - start
+    return plan
 
 
 def _prices(scenario: ServeScenario) -> dict[str, float | InputError]:
