@@ -42,6 +42,18 @@ def test_a_run_shorter_than_one_step_is_refused(training, per_step):
     assert just_one.tokens == 262_144
 
 
+def test_a_node_type_of_another_accelerator_is_refused():
+    """gpus: [h100] with system: dgx-a100 planned H100s on a DGX A100's NVLink and NICs
+    without a word (serving's deployment already refused it)."""
+    scenario = _scenario(gpu="h100")
+    scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
+        update={"system": "dgx-a100"})})
+    with pytest.raises(InputError, match=r"node type 'dgx-a100-320gb' holds a100-sxm4-40gb, "
+                       r"not h100-sxm5-80gb\. To fix: plan a100-sxm4-40gb on it, or pick a "
+                       r"node type that holds h100-sxm5-80gb \(dgx-h100, "):
+        plan_training(scenario)
+
+
 @pytest.mark.parametrize("gpu, has", [("v100-sxm2-32gb", "fp16, fp32"),
                                       ("a100-sxm4-80gb", "bf16, fp16, fp32")])
 def test_fp8_needs_an_fp8_peak(gpu, has):
