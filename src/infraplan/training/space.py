@@ -5,6 +5,7 @@ what cannot run (a degree that does not divide) before anything is evaluated.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -267,8 +268,8 @@ def _batch_or_count_fix(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_b
     steps = {d * m for d in dps for m in mbs}
     near = sorted({b for s in steps for b in (global_batch // s * s, -(-global_batch // s) * s)
                    if b > 0 and b != global_batch}, key=lambda b: (abs(b - global_batch), b))
-    batches = [b for b in near[:12]
-               if _runs(arch, knobs, seq_len=seq_len, global_batch=b)][:2]
+    batches = list(itertools.islice((b for b in near[:12] if _runs(
+        arch, knobs, seq_len=seq_len, global_batch=b)), 2))  # the two nearest that run
     def first_count(tries) -> list[int]:  # the first GPU count that runs, if any
         return next(([c] for c in tries if _runs(arch, replace(knobs, gpus=(c,)),
                                                   seq_len=seq_len, global_batch=global_batch)),
@@ -279,8 +280,8 @@ def _batch_or_count_fix(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_b
               + first_count(range(hi + 1, min(2 * hi, hi + 256) + 1)))
     fixes = ([f"set training.global_batch to {' or '.join(map(str, sorted(batches)))}"]
              if batches else [])
-    fixes += ([f"allow {' or '.join(map(str, counts))} GPUs (hardware.counts)"]
-              if counts else [])
+    where = "hardware.counts" if len(knobs.gpus) == 1 else "hardware.counts, or count_step"
+    fixes += [f"allow {' or '.join(map(str, counts))} GPUs ({where})"] if counts else []
     if not fixes:
         return ("no combination of the allowed degrees divides the GPU counts, heads and "
                 "global batch")
