@@ -23,11 +23,16 @@ def runnable_nearby(scenario: ServeScenario, *, base_dir: Path | None = None, ar
     (TP over the powers of two within its scale-up domain, so that a replica's TP stays on
     NVLink) in any of the searched weight formats or the smaller fp8 and int4, and the
     fewest in a searched format if that takes more. Only memory and divisibility are
-    judged (resolve), not the SLOs; the `limit` with the fewest GPUs."""
+    judged (resolve), not the SLOs; accelerators without a price are left out (the planner
+    rejects them); the `limit` with the fewest GPUs."""
     space = scenario.search
     formats = tuple(dict.fromkeys((*space.weight_dtypes, *PORTABLE_FORMATS)))
     found = []
     for gpu in space.gpus:
+        try:
+            scenario.price_per_gpu_hour(gpu)
+        except InputError:  # unpriced: the planner rejects it whatever it holds
+            continue
         domain = load_catalog().system_for(gpu).scale_up_accelerators
         tps = sorted({1 << k for k in range(domain.bit_length())}
                      | {t for t in space.tp if t <= domain})
@@ -57,7 +62,7 @@ def _builds(scenario: ServeScenario, gpu: str, tp: int, wd: str, base_dir, arch)
 
 
 def describe_fix(deployments: list[Deployment]) -> str:
-    """'search.tp 4 with search.weight_dtypes int4 on l4-24gb (4 GPUs a replica); ...'"""
+    """'search.tp 2 with search.weight_dtypes int4 on l4 (2 GPUs a replica); or ...'"""
     return "; or ".join(f"search.tp {d.tp} with search.weight_dtypes {d.weight_dtype} on "
                         f"{d.gpu} ({d.tp} GPU{'s' if d.tp > 1 else ''} a replica)"
                         for d in deployments)

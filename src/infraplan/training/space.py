@@ -270,6 +270,7 @@ def _batch_or_count_fix(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_b
                    if b > 0 and b != global_batch}, key=lambda b: (abs(b - global_batch), b))
     batches = list(itertools.islice((b for b in near[:12] if _runs(
         arch, knobs, seq_len=seq_len, global_batch=b)), 2))  # the two nearest that run
+
     def first_count(tries) -> list[int]:  # the first GPU count that runs, if any
         return next(([c] for c in tries if _runs(arch, replace(knobs, gpus=(c,)),
                                                   seq_len=seq_len, global_batch=global_batch)),
