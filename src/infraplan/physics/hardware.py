@@ -165,16 +165,7 @@ def cluster(gpu_name: str, system: str | System | None = None) -> Cluster:
     None for the accelerator's default node type."""
     catalog = load_catalog()
     gpu = catalog.accelerators.get(gpu_name)
-    if system is None:
-        system = catalog.system_for(gpu.name)
-    elif isinstance(system, str):
-        system = catalog.systems.get(system)
-    if system.accelerator != gpu.name:  # its links, NICs and host would be another chip's
-        holders = ", ".join(s.name for s in catalog.systems if s.accelerator == gpu.name)
-        raise InputError(f"node type {system.name!r} holds {system.accelerator}, not "
-                         f"{gpu.name}",
-                         fix=f"plan {system.accelerator} on it, or pick a node type that "
-                             f"holds {gpu.name} ({holders or 'add one to systems.yaml'})")
+    system = catalog.node_for(gpu.name, system)
     return Cluster(gpu=gpu, system=system, network=catalog.networks.get(system.network))
 
 

@@ -196,12 +196,7 @@ def _decode_kv_reads(arch: ModelArch, engine: Engine, dep: Deployment) -> int:
 
 def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
-    catalog = load_catalog()
-    node = catalog.systems.get(dep.system) if dep.system else catalog.system_for(gpu.name)
-    if node.accelerator != gpu.name:
-        raise InputError(f"system {node.name!r} holds {node.accelerator}, not {gpu.name}",
-                         fix=f"set gpu to {node.accelerator}, or pick a node type that holds "
-                             f"{gpu.name} ('infraplan catalog systems')")
+    node = load_catalog().node_for(gpu.name, dep.system)
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
     if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only
