@@ -35,7 +35,7 @@ def run_plan_serve(args) -> int:
     emit(args, "plan_serve", dict(model=scenario.model, seed=scenario.seed, **plan.to_json()),
          lambda: plan_report(name, plan, scenario.seed),
          lambda: f"cheapest: {best.describe()} at ${best.usd_per_hour:,.2f}/h"
-         if best else "no configuration meets the SLOs")
+         if best else plan.verdict)
     if best is None:  # an impossible plan: the output above says why each one lost
         if plan.none_built:
             nearby = plan.runnable_nearby

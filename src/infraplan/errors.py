@@ -41,8 +41,7 @@ class UnknownNameError(InputError):
         if close:
             message = f"unknown {kind} {name!r}; did you mean {', '.join(map(repr, close))}?"
         else:
-            names = self.listed
-            shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+            shown = ", ".join(self.listed[:12]) + (", ..." if len(self.listed) > 12 else "")
             message = f"unknown {kind} {name!r}; valid choices: {shown}"
         super().__init__(message, fix=fix)
 

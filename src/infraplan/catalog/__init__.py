@@ -95,17 +95,18 @@ class Catalog:
         raise InputError(f"no system in the catalog holds {gpu.name!r}",
                          fix="add a row to catalog/data/systems.yaml")
 
-    def node_for(self, accelerator_name: str, system: str | System | None = None) -> System:
+    def node_for(self, accelerator_name: str, system: str | System | None = None, *,
+                 what: str = "node type") -> System:
         """The node type an accelerator runs in: `system` (a name or a row) or, None, its
-        default; an InputError when the node holds another accelerator (its links, NICs
-        and host would be another chip's)."""
+        default; an InputError, naming the node as `what`, when it holds another
+        accelerator (its links, NICs and host would be another chip's)."""
         gpu = self.accelerators.get(accelerator_name)
         if system is None:
             return self.system_for(gpu.name)
         node = self.systems.get(system) if isinstance(system, str) else system
         if node.accelerator != gpu.name:
             holders = ", ".join(s.name for s in self.systems if s.accelerator == gpu.name)
-            raise InputError(f"node type {node.name!r} holds {node.accelerator}, not "
+            raise InputError(f"{what} {node.name!r} holds {node.accelerator}, not "
                              f"{gpu.name}",
                              fix=f"plan {node.accelerator} on it, or pick a node type that "
                                  f"holds {gpu.name} ({holders or 'add one to systems.yaml'})")

@@ -196,7 +196,7 @@ def _decode_kv_reads(arch: ModelArch, engine: Engine, dep: Deployment) -> int:
 
 def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
-    node = load_catalog().node_for(gpu.name, dep.system)
+    node = load_catalog().node_for(gpu.name, dep.system, what="system")
     act = activation_dtype(gpu)
     weights = weight_format(dep.weight_dtype, gpu, act)
     if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only

@@ -17,22 +17,18 @@ from infraplan.serving.scenario import ServeScenario
 PORTABLE_FORMATS = ("fp8", "int4")
 
 
-def runnable_nearby(scenario: ServeScenario, *, base_dir: Path | None = None, arch=None,
-                    limit: int = 3) -> list[Deployment]:
-    """For each searched accelerator, the fewest GPUs per replica that can hold the model
+def runnable_nearby(scenario: ServeScenario, gpus: list[str], *,
+                    base_dir: Path | None = None, arch=None, limit: int = 3
+                    ) -> list[Deployment]:
+    """For each of `gpus` (the searched accelerators with a price), the fewest GPUs per replica that can hold the model
     (TP over the powers of two within its scale-up domain, so that a replica's TP stays on
     NVLink) in any of the searched weight formats or the smaller fp8 and int4, and the
     fewest in a searched format if that takes more. Only memory and divisibility are
-    judged (resolve), not the SLOs; accelerators without a price are left out (the planner
-    rejects them); the `limit` with the fewest GPUs."""
+    judged (resolve), not the SLOs; the `limit` with the fewest GPUs."""
     space = scenario.search
     formats = tuple(dict.fromkeys((*space.weight_dtypes, *PORTABLE_FORMATS)))
     found = []
-    for gpu in space.gpus:
-        try:
-            scenario.price_per_gpu_hour(gpu)
-        except InputError:  # unpriced: the planner rejects it whatever it holds
-            continue
+    for gpu in gpus:
         domain = load_catalog().system_for(gpu).scale_up_accelerators
         tps = sorted({1 << k for k in range(domain.bit_length())}
                      | {t for t in space.tp if t <= domain})

@@ -233,7 +233,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                      rejected=rejected, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)
     if plan.none_built:
-        plan.runnable_nearby = runnable_nearby(scenario, base_dir=base_dir, arch=arch)
+        priced = [g for g, p in prices.items() if not isinstance(p, InputError)]
+        plan.runnable_nearby = runnable_nearby(scenario, priced, base_dir=base_dir, arch=arch)
         plan.search_seconds = time.perf_counter() - start
     return plan
 
