@@ -38,6 +38,7 @@ class UnknownNameError(InputError):
         self.listed = sorted({self.canonical.get(c, c) for c in self.choices})
         close = list(dict.fromkeys(self.canonical.get(c, c)
                                    for c in close_matches(name, self.choices, n=9)))[:3]
+        self.close = close  # canonical row names, best first
         if close:
             message = f"unknown {kind} {name!r}; did you mean {', '.join(map(repr, close))}?"
         else:

@@ -157,6 +157,19 @@ def test_unknown_server_and_region_have_close_matches():
     assert "'virginia'" in str(info.value)
 
 
+def test_a_region_with_no_close_match_lists_rows_not_their_aliases():
+    # 'ca' and 'california' are one row: the listing names it once, canonically
+    with pytest.raises(UnknownNameError) as info:
+        onprem_cost("dgx-h100", 0.5, electricity_region="mars")
+    table = load_onprem().electricity
+    assert info.value.listed == sorted(table.names())
+    assert "valid choices: california, georgia," in str(info.value)
+    assert all(f" {alias}," not in str(info.value) for alias in table.aliases())
+    with pytest.raises(UnknownNameError) as info:
+        onprem_cost("dgx-h10", 0.5)
+    assert set(info.value.close) <= set(load_onprem().servers.names())
+
+
 @pytest.mark.parametrize("call, option, bound", [
     (lambda: onprem_cost("dgx-h100", 0.7, amortization_years=1e-320),
      "amortization_years (tco --years)", "between 0.25 and 30 (got 1e-320)"),

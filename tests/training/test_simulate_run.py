@@ -62,7 +62,7 @@ def test_simulate_train_cli(tmp_path, capsys):
     assert set(data["strategies"]) == {"spot"}
     assert data["strategies"]["spot"]["trials"] == 100
     assert main(["simulate", "train", str(path)]) == 0
-    assert "goodput vs checkpoint interval" in capsys.readouterr().out
+    assert "mean goodput vs checkpoint interval" in capsys.readouterr().out
     path.write_text(yaml.safe_dump({**BASE, "run": {"strategies": ["spto"]}}))
     assert main(["simulate", "train", str(path)]) == 2
     err = capsys.readouterr().err
@@ -206,6 +206,10 @@ def test_checkpoint_tier_restart_and_mtbf_come_from_the_run_block():
     ({"checkpoint_storage": "fsx-lustre-p2-100"},
      "run.checkpoint_storage is not a storage tier in the catalog; did you mean "
      "'fsx-lustre-p2-1000'"),
+    # the close matches are the rows' names, not their aliases ('fsx-lustre', ...)
+    ({"checkpoint_storage": "fsx-lustr"},
+     "run.checkpoint_storage is not a storage tier in the catalog; did you mean "
+     "'fsx-lustre-p2-125', 'fsx-lustre-p2-1000', 'ddn-exascaler-ai400x2'? (got 'fsx-lustr')"),
     ({"strategies": ["ondemand"]},
      "run.strategies.0 must be one of 'on_demand', 'spot', 'reserved_plus_spot' (got "
      "'ondemand'); did you mean 'on_demand'?"),
@@ -241,7 +245,7 @@ def test_text_output_names_the_scan_seed_and_keeps_the_digits_that_differ(tmp_pa
                                                     "strategies": ["spot"]}}))
     assert main(["simulate", "train", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "spot goodput vs checkpoint interval" in out and "on-demand goodput" not in out
+    assert "spot mean goodput vs checkpoint interval" in out and "on-demand mean" not in out
     assert "100 trials per strategy, seed 7" in out
     assert "spot $1.27: the scenario's on-demand $3.00 less 58%" in out
     path.write_text(yaml.safe_dump({**BASE, "run": {"trials": 100}}))

@@ -36,13 +36,16 @@ class Table(Generic[R]):
                     raise InputError(f"{kind} catalog: {key!r} names both {owner!r} and "
                                      f"{row.name!r}")
 
-    def get(self, name: str) -> R:
+    def get(self, name: str, fix: str | None = None) -> R:
+        """The row named `name` (or an alias); a miss raises UnknownNameError with `fix`,
+        by default the listing that prints the rows."""
         key = _key(name)
         if key in self._index:
             return self._rows[self._index[key]]
-        listing = f"run 'infraplan catalog {self.listing}' to list them" if self.listing \
-            else f"use a name from the catalog's {self.kind} table"
-        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(), fix=listing,
+        if fix is None:
+            fix = f"run 'infraplan catalog {self.listing}' to list them" if self.listing \
+                else f"use a name from the catalog's {self.kind} table"
+        raise UnknownNameError(self.kind, name, list(self._rows) + self.aliases(), fix=fix,
                                canonical=self.canonical())
 
     def __contains__(self, name: str) -> bool:

@@ -36,7 +36,7 @@ from pydantic import Field
 from infraplan.catalog import DATA_DIR, accelerator, load_catalog
 from infraplan.catalog.schema import Row
 from infraplan.catalog.table import Table, load_table
-from infraplan.errors import InputError, UnknownNameError
+from infraplan.errors import InputError
 
 JOULES_PER_KWH = 3.6e6
 SECONDS_PER_HOUR = 3_600.0
@@ -63,12 +63,8 @@ def grid_table() -> Table[GridIntensity]:
 def grid_intensity(region: str) -> GridIntensity:
     """The grid row for a cloud region ('us-east-1', 'europe-west4'), a country ('germany',
     'de') or 'world'. An unknown name raises UnknownNameError with close matches."""
-    table = grid_table()
-    if region in table:
-        return table.get(region)
-    raise UnknownNameError("grid region", region, table.names() + table.aliases(),
-                           fix="use a region or country from catalog/data/grid_intensity.yaml, "
-                               "or give g_co2e_per_kwh directly")
+    return grid_table().get(region, fix="use a region or country from "
+                            "catalog/data/grid_intensity.yaml, or give g_co2e_per_kwh directly")
 
 
 def _checked(name: str, value, *, low: float = 0.0, high: float = math.inf):

@@ -33,7 +33,7 @@ from infraplan.catalog.schema import Constant, Row
 from infraplan.catalog.table import Table, describe_validation
 from infraplan.economics.cost import HOURS_PER_MONTH, SECONDS_PER_MONTH, LineItem
 from infraplan.economics.energy import energy_kwh
-from infraplan.errors import InputError, UnknownNameError
+from infraplan.errors import InputError
 
 HOURS_PER_YEAR = 12 * HOURS_PER_MONTH  # 8,766.72 h
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3_600.0
@@ -83,16 +83,10 @@ def load_onprem() -> OnPremData:
     return data
 
 
-def _lookup(table: Table, name: str, fix: str):
-    if name in table:
-        return table.get(name)
-    raise UnknownNameError(table.kind, name, table.names() + table.aliases(), fix=fix)
-
-
 def server(name: str) -> Server:
     """A server row by name or alias ('dgx-h100', 'h100-8x')."""
-    return _lookup(load_onprem().servers, name,
-                   "name a server from catalog/data/onprem.yaml, or add a row with its source")
+    return load_onprem().servers.get(
+        name, fix="name a server from catalog/data/onprem.yaml, or add a row with its source")
 
 
 REGION_FIX = ("name a region from catalog/data/onprem.yaml (electricity) with tco --region; "
@@ -102,14 +96,14 @@ REGION_FIX = ("name a region from catalog/data/onprem.yaml (electricity) with tc
 def electricity_price(region: str, fix: str = REGION_FIX) -> ElectricityPrice:
     """An electricity price row ('us-industrial-average', 'virginia', 'tx'); `fix` is the
     hint an unknown region gets, naming the option the caller has."""
-    return _lookup(load_onprem().electricity, region, fix)
+    return load_onprem().electricity.get(region, fix=fix)
 
 
 def facility_value(name: str) -> float:
     """A facility constant: 'pue', 'pue-industry-average', 'colocation-usd-per-kw-month',
     'operations-fraction-of-capex-per-year', 'amortization-years'."""
-    return _lookup(load_onprem().facility, name,
-                   "name a constant from catalog/data/onprem.yaml (facility)").value
+    return load_onprem().facility.get(
+        name, fix="name a constant from catalog/data/onprem.yaml (facility)").value
 
 
 # Ranges outside which an argument is a slip, not a plan: a 1e-320-year life made capex

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from infraplan.catalog import load_catalog
 from infraplan.economics.cost import UsdPerGpuHour
 from infraplan.economics.offers import cheapest, offers_for
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError, UnknownNameError
 from infraplan.spec_checks import StrictNumbers
 from infraplan.reliability.montecarlo import MAX_TRIALS, STRATEGIES
 from infraplan.reliability.spot import (
@@ -164,11 +164,12 @@ class RunSpec(_Spec):
     @field_validator("checkpoint_storage")
     @classmethod
     def _known_tier(cls, name: str | None) -> str | None:
-        tiers = load_catalog().storage
-        if name is not None and name not in tiers:
-            choices = [t.name for t in tiers]
-            close = close_matches(name, choices + tiers.aliases())
+        if name is None:
+            return name
+        try:
+            load_catalog().storage.get(name)
+        except UnknownNameError as exc:
             raise ValueError("is not a storage tier in the catalog; " + (
-                f"did you mean {', '.join(map(repr, close))}?" if close else
-                "'infraplan catalog storage' lists them"))
+                f"did you mean {', '.join(map(repr, exc.close))}?" if exc.close else
+                "'infraplan catalog storage' lists them")) from None
         return name
