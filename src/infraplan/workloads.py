@@ -230,6 +230,8 @@ def parse_spec(raw: dict, model: type[_Spec], origin: str) -> _Spec:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise InputError(f"{origin}: {describe_errors(exc, model)}") from None
+    except InputError as exc:  # a SpecModel's own message (serving scenarios): name the file
+        raise InputError(f"{origin}: {exc.message}", fix=exc.fix) from None
 
 
 class TrainHardware(_Spec):

@@ -56,7 +56,7 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
     (("plan", "serve"), _with(PLAN, prices={"h10": 2.0}),
      "prices has unknown accelerator 'h10'"),
     (("plan", "serve"), _with(PLAN, prices={"h100": float("nan")}),
-     "scenario.prices.h100 must be a finite number (got nan)"),
+     "error: scenario.yaml: prices.h100 must be a finite number (got nan)"),
     (("plan", "serve"), _with(PLAN, deployment={"gpu": "h100", "replicaz": 2}),
      "deployment.replicaz is not a known key; did you mean 'replicas'?"),
     (("simulate", "serve"), _with(SIMULATE, deployment__model="llama-3.1-70b"),
@@ -64,7 +64,7 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
     (("simulate", "serve"), _with(SIMULATE, deployment__kv_policy="reserv"),
      "kv_policy must be one of 'on_demand', 'reserve' (got 'reserv'); did you mean 'reserve'?"),
     (("simulate", "serve"), _with(SIMULATE, deployment__batching="static"),
-     "error: deployment.batch_size is required when batching is 'static'"),
+     "error: scenario.yaml: deployment.batch_size is required when batching is 'static'"),
     (("simulate", "serve"), _with(SIMULATE, deployment__expert_imbalance=float("inf")),
      "deployment.expert_imbalance must be a finite number"),
     # an imbalance no router can reach (1e300) ran and blamed the request lengths
@@ -86,6 +86,13 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "traffic.input.high must be <= 1000000000"),
     (("simulate", "serve"), _with(SIMULATE, traffic__arrival__rate_per_s=1e-306),
      "traffic.arrival: the requests would arrive over"),
+    # each arrival kind's own remedy (a Poisson stream has no time_scale)
+    (("simulate", "serve"), _with(SIMULATE, traffic__arrival__rate_per_s=1e-9),
+     "(about 30 years). To fix: raise traffic.arrival.rate_per_s, or lower "
+     "traffic.num_requests"),
+    (("simulate", "serve"), _with(SIMULATE, traffic__arrival={"kind": "diurnal",
+                                                             "curve": [[0, 1e-9]]}),
+     "To fix: raise the rates of traffic.arrival.curve, or lower traffic.num_requests"),
     (("simulate", "serve"), _with(SIMULATE, traffic__input__value=200_000),
      "no request completed: 40 prompt + output longer than the model's 131,072-token "
      "context. To fix: keep prompt + output within the model's context"),

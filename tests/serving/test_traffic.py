@@ -159,7 +159,31 @@ def test_lengths_round_to_the_nearest_integer():
 def test_clipping_to_min_and_max():
     x = _lengths(kind="lognormal", mean=200, sigma=1.0, min=100, max=300)
     assert x.min() == 100 and x.max() == 300
-    assert set(_lengths(kind="fixed", value=5000, max=4096).tolist()) == {4096}
+    assert set(_lengths(kind="fixed", value=4096, max=4096).tolist()) == {4096}
+
+
+@pytest.mark.parametrize("fields, message", [
+    # clipped lengths average within min..max: a stated mean outside it is never drawn
+    ({"kind": "fixed", "value": 5000, "max": 4096},
+     "length.value 5000 is above max (4,096): lengths clipped to min..max cannot average 5000; "
+     "to fix: raise max, or set value within min..max"),
+    ({"kind": "lognormal", "mean": 1000, "max": 999}, "length.mean 1000 is above max (999)"),
+    ({"kind": "lognormal", "mean": 0.5}, "length.mean 0.5 is below min (1)"),
+    ({"kind": "uniform", "low": 10, "high": 30, "min": 21},
+     "length.low 10..30 (mean 20) is below min (21): lengths clipped to min..max cannot "
+     "average 20; to fix: lower min, or set low..high within min..max"),
+])
+def test_a_mean_outside_min_and_max_is_refused(fields, message):
+    with pytest.raises(InputError) as info:
+        LengthSpec.model_validate(fields)
+    assert str(info.value).startswith(message)
+    # at the bound it runs, and clipping leaves that mean possible
+    bound = fields.get("max", fields.get("min", 1))
+    edge = {**fields, "max" if "max" in fields else "min": bound}
+    key = {"fixed": "value", "lognormal": "mean"}.get(fields["kind"])
+    if key is not None:
+        edge[key] = bound
+        assert LengthSpec.model_validate(edge).mean_before_clipping() == bound
 
 
 # ---- determinism ------------------------------------------------------------------------
@@ -409,10 +433,12 @@ def length_specs(draw) -> dict:
         low = draw(st.integers(1, 10_000))
         out = {"low": low, "high": draw(st.integers(low, 20_000))}
     else:
-        out = {"mean": draw(st.floats(0.5, 1e5)), "sigma": draw(st.floats(0.05, 4))}
-    out |= {"kind": kind, "min": draw(st.integers(1, 500))}
+        out = {"mean": draw(st.floats(1, 1e5)), "sigma": draw(st.floats(0.05, 4))}
+    centre = LengthSpec.model_validate({"kind": kind, **out}).mean_before_clipping()
+    # min and max around the stated mean: a mean outside them is refused (tested above)
+    out |= {"kind": kind, "min": draw(st.integers(1, max(1, min(500, math.floor(centre)))))}
     if draw(st.booleans()):
-        out["max"] = draw(st.integers(out["min"], 50_000))
+        out["max"] = draw(st.integers(max(out["min"], math.ceil(centre)), 100_000))
     return out
 
 

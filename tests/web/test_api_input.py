@@ -167,6 +167,17 @@ def test_one_accelerator_under_two_names_is_planned_once_for_serving(client):
     ("/api/simulate/serve", dict(SIM_BODY, traffic=dict(
         SMALL_TRAFFIC, input_mean_tokens=1e6, output_mean_tokens=1e6)),
      "shorten the requests (traffic.input_mean_tokens / traffic.output_mean_tokens)"),
+    ("/api/simulate/serve", dict(SIM_BODY, traffic=dict(SMALL_TRAFFIC, input_mean_tokens=1000,
+                                                        input_max_tokens=10)),
+     "traffic.input_mean_tokens 1000 is above max (10): lengths clipped to min..max cannot "
+     "average 1000; to fix: raise traffic.input_max_tokens, or lower "
+     "traffic.input_mean_tokens"),
+    ("/api/simulate/serve", dict(SIM_BODY, traffic=dict(SMALL_TRAFFIC, rate_per_s=1e-9)),
+     "To fix: raise traffic.rate_per_s, or lower traffic.num_requests"),
+    # the request's own bounds are the library's: no "scenario." path leaks through
+    ("/api/simulate/serve", dict(SIM_BODY, traffic=dict(SMALL_TRAFFIC, arrival="gamma",
+                                                        cv=0.001)),
+     "traffic.cv: Input should be greater than or equal to 0.01 (got 0.001)"),
 ])
 def test_fix_hints_name_the_requests_fields(client, path, body, detail):
     """The library speaks of scenario paths (hardware.min_count, counts, pp, max_num_seqs);
@@ -176,5 +187,5 @@ def test_fix_hints_name_the_requests_fields(client, path, body, detail):
     got = r.json()["detail"]
     assert detail in got
     for absent in ("hardware.", "set counts", "or pp (", "max_num_seqs", "batch_size",
-                   "traffic.input /", "infraplan catalog"):
+                   "traffic.input /", "infraplan catalog", "time_scale", "scenario."):
         assert absent not in got

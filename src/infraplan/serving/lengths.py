@@ -106,6 +106,30 @@ class LengthSpec(SpecModel):
             raise FieldError("high", f"must be >= low ({self.low}) (got {self.high})")
         if self.max is not None and self.max < self.min:
             raise FieldError("max", f"must be >= min ({self.min}) (got {self.max})")
+        # min and max clip the tails; lengths clipped to min..max average within it, so a
+        # stated mean outside it cannot be what the simulation draws (mean 1000, max 10)
+        centre = self.mean_before_clipping()
+        high = MAX_TOKENS if self.max is None else self.max
+        if not self.min <= centre <= high:
+            below = centre < self.min
+            bound, value = ("min", self.min) if below else ("max", high)
+            name = {"fixed": "value", "lognormal": "mean"}.get(self.kind,
+                                                                "low" if below else "high")
+            stated = f"{centre:g}" if self.kind != "uniform" else \
+                f"{self.low:,}..{self.high:,} (mean {centre:g})"
+            raise FieldError(name, f"{stated} is {'below' if below else 'above'} {bound} "
+                                   f"({value:,}): lengths clipped to min..max cannot average "
+                                   f"{centre:g}",
+                             fix=f"{'lower' if below else 'raise'} {bound}, or set "
+                                 f"{'low..high' if self.kind == 'uniform' else name} "
+                                 "within min..max")
+
+    def mean_before_clipping(self) -> float:
+        if self.kind == "fixed":
+            return float(self.value)
+        if self.kind == "uniform":
+            return (self.low + self.high) / 2
+        return self.mean
 
 
 def draw_lengths(spec: LengthSpec, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -77,7 +77,9 @@ class SearchSpace(SpecModel):
 
 
 class ServeScenario(SpecModel):
-    origin: ClassVar[str] = "scenario"
+    # a scenario is a document's top level: its paths start at its keys (traffic.input.mean),
+    # and load_scenario names the file in front of them, as for training scenarios
+    origin: ClassVar[str] = ""
 
     name: str = ""
     description: str = ""

@@ -165,7 +165,7 @@ def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None) 
     if n and not arrival_s[-1] <= MAX_HORIZON_S:  # sorted: the last is the largest (or NaN)
         raise InputError(f"traffic.arrival: the requests would arrive over "
                          f"{arrival_s[-1]:.3g} s, past {MAX_HORIZON_S:.0e} s (about 30 years)",
-                         fix="raise rate_per_s or lower time_scale")
+                         fix=HORIZON_FIXES[spec.arrival.kind])
     if spec.input is not None:
         input_tokens = draw_lengths(spec.input, input_rng, n)
     if spec.output is not None:
@@ -212,6 +212,14 @@ def with_rate(spec: TrafficSpec, rate_per_s: float, *,
         if spec.duration_s is not None:
             raw["duration_s"] = spec.duration_s * stretch
     return TrafficSpec.model_validate(raw)
+
+
+# what shortens the arrivals of each kind (offline arrives at once)
+HORIZON_FIXES = {
+    "poisson": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
+    "gamma": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
+    "diurnal": "raise the rates of traffic.arrival.curve, or lower traffic.num_requests",
+    "trace": "lower traffic.arrival.time_scale (it multiplies the trace's times)"}
 
 
 def _arrivals(spec: TrafficSpec, rng: np.random.Generator) -> np.ndarray:

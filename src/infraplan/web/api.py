@@ -78,12 +78,13 @@ class TrainRequest(ModelPick):
 class TrafficIn(In):
     arrival: Literal["poisson", "gamma", "offline"] = "poisson"
     rate_per_s: Number = Field(default=10.0, gt=0, le=1e5, description="mean arrivals per s")
-    cv: Number | None = Field(default=None, gt=0, le=20, description="gamma: burstiness")
+    cv: Number | None = Field(default=None, ge=0.01, le=20, description="gamma: burstiness "
+                              "(the library's floor: the gamma's shape 1/cv^2 stays finite)")
     num_requests: Count = Field(default=1000, ge=1, le=MAX_SIM_REQUESTS)
-    input_mean_tokens: Number = Field(default=1000, gt=0, le=1e6)
+    input_mean_tokens: Number = Field(default=1000, ge=1, le=1e6)
     input_sigma: Number = Field(default=0.8, gt=0, le=4)
     input_max_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
-    output_mean_tokens: Number = Field(default=250, gt=0, le=1e6)
+    output_mean_tokens: Number = Field(default=250, ge=1, le=1e6)
     output_sigma: Number = Field(default=0.8, gt=0, le=4)
     output_max_tokens: Count | None = Field(default=None, ge=1, le=10_000_000)
 
@@ -164,6 +165,10 @@ _SERVE_TERMS = (
     (r"\btraffic\.(input|output)\.sigma\b", r"traffic.\1_sigma"),
     (r"\(traffic\.input / traffic\.output\)",
      "(traffic.input_mean_tokens / traffic.output_mean_tokens)"),
+    # the web form has no min length: only a mean above its max can be refused
+    (r"(traffic\.(input|output)_mean_tokens \S+ is above max \(\S+\): .*to fix: )raise "
+     r"max, or set mean within min\.\.max",
+     r"\1raise traffic.\2_max_tokens, or lower traffic.\2_mean_tokens"),
     (r"raise tp \(now (\d+)\) or pp \(now \d+\)", r"raise tp (now \1)"),  # no pp here
     (r"(raise memory_fraction|lower block_size) \(now [^)]*\), or ", ""),  # the engine's
     (r"lower the batch limits \(max_num_seqs or a static batch_size: now ([\d,]+); "
