@@ -157,6 +157,9 @@ def test_one_accelerator_under_two_names_is_planned_once_for_serving(client):
      "min_count 64 exceeds max_count 8"),
     ("/api/plan/train", dict(TRAIN_BODY, storage="nope"),
      "pick one from /api/catalog/storage"),
+    ("/api/plan/train", dict(TRAIN_BODY, model="llama-3.1-405b", gpus=["l4"], min_count=8,
+                             max_count=8),
+     "To fix: allow more GPUs than 8 (max_count)"),
     ("/api/simulate/serve", dict(SIM_BODY, model="llama-3.1-405b", gpu="l4"),
      # the body's weights are fp8 already: only the smaller int4 is offered
      "To fix: raise tp (now 1), quantize the weights (int4) or pick a GPU with more memory"),

@@ -364,7 +364,7 @@ def _too_big(ev: _Evaluated, need: float, cap: float, knobs: Knobs) -> InputErro
     """No plan fits: name the smallest plan, and as fixes only the levers it does not pull
     already (a pinned ZeRO stage or recompute shows as unused) and accelerators with room."""
     plan = _plan_at(ev, int(np.argmin(ev.out["memory_bytes"])))
-    fixes = [f"allow more GPUs than {max(knobs.gpus)} (hardware.counts or max_count)"]
+    fixes = [f"allow more GPUs than {max(knobs.gpus)} (hardware.max_count, or hardware.counts)"]
     if 3 not in knobs.zero:
         fixes.append("unpin pin.zero so that ZeRO-3 may shard the weights")
     if not any(c >= 2 or c == AUTO_RECOMPUTE for c in knobs.recompute):  # 2: full

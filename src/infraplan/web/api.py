@@ -158,7 +158,8 @@ class InspectRequest(In):
 # (pattern, replacement) rewrites them in the request's terms.
 _CATALOG_TERMS = ((r"run 'infraplan catalog (\w+)' to list \w+", r"pick one from /api/catalog/\1"),
                   (r"'infraplan catalog (\w+)'", r"/api/catalog/\1"))
-_TRAIN_TERMS = ((r"or set counts\b", "or lower count_step"),)
+_TRAIN_TERMS = ((r"or set counts\b", "or lower count_step"),
+                (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"))
 _SERVE_TERMS = (
     (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
     (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
