@@ -126,7 +126,8 @@ def _run_memory(args) -> int:
     check = fit_check(scenario)
     report = check.report
     return emit(args, "memory", check.to_json(),
-                lambda: memory_report(report, check.fixes, check.min_gpus_for_model_states),
+                lambda: memory_report(report, check.fixes, check.min_gpus_for_model_states,
+                                      check.fixes_heading),
                 lambda: ("fits" if report.fits else "DOES NOT FIT") +
                 f": {report.total_bytes / 2**30:,.2f} GiB of "
                 f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")

@@ -58,6 +58,51 @@ def test_suggested_fixes_fit_and_come_cheapest_first():
     assert totals == sorted(totals)
 
 
+def test_a_zero_stage_beyond_the_next_is_offered_when_only_it_fits():
+    # ZeRO-1 and -2 leave 8B's 15 GiB of bf16 weights whole on a 40 GB A100: only ZeRO-3 fits
+    report = training_memory("llama-3.1-8b", "a100-sxm4-40gb", ParallelPlan(dp=8),
+                             MemoryOptions(seq_len=4096))
+    fixes = dict(suggest_fixes(report))
+    assert "--zero 3" in fixes and fixes["--zero 3"].fits
+    for stage in (1, 2):
+        assert not training_memory("llama-3.1-8b", "a100-sxm4-40gb",
+                                   ParallelPlan(dp=8, zero=stage),
+                                   MemoryOptions(seq_len=4096)).fits
+    # where ZeRO-1 fits, it is the one offered, not the heavier stages too
+    report = training_memory("llama-3.1-8b", "h100", ParallelPlan(dp=8),
+                             MemoryOptions(seq_len=4096))
+    zero = [label for label, _ in suggest_fixes(report) if label.startswith("--zero")]
+    assert zero == ["--zero 1"]
+
+
+def test_when_no_single_change_fits_pairs_are_offered(capsys):
+    from infraplan.cli import main
+    from infraplan.training.fit_check import fit_check, scenario_from_flags
+
+    # 128k tokens over CP 8 at ZeRO-0: recompute alone leaves 120 GiB of states, ZeRO-1
+    # alone 72 GiB of activations; together they fit
+    flags = {"model": "llama-3.1-8b", "gpu": "h100", "num_gpus": 8, "cp": 8,
+             "seq_len": 131072}
+    check = fit_check(scenario_from_flags(flags))
+    assert not check.report.fits and check.changes_per_fix == 2
+    assert [label for label, _ in check.fixes] == ["--recompute full --zero 1"]
+    assert all(fixed.fits for _, fixed in check.fixes)
+    assert not suggest_fixes(check.report)
+    argv = ["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "8",
+            "--cp", "8", "--seq-len", "131072"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "No single change fits; pairs of changes that do:\n  --recompute full --zero 1 " \
+        in out
+    assert main([*argv, "--recompute", "full", "--zero", "1"]) == 0
+    assert "FITS" in capsys.readouterr().out
+    # and when no pair is enough either, it says so
+    assert main(["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8",
+                 "--tp", "8"]) == 0
+    assert "No single change or pair of changes makes this plan fit." in \
+        capsys.readouterr().out
+
+
 def test_min_gpus_is_the_sharded_model_states_over_usable_memory():
     report = training_memory("llama-3.1-70b", "h100", ParallelPlan(tp=8),
                              MemoryOptions(seq_len=8192))

@@ -60,6 +60,7 @@ def test_numbers_are_the_librarys(client, body, micro_batch, fits):
     assert got["fixes"] == [{"change": c, "total_bytes": round(f.total_bytes)}
                             for c, f in fixes]
     assert got["min_gpus_for_model_states"] == min_gpus == 2
+    assert got["changes_per_fix"] == 1
     items = {i["label"]: i["text"] for s in r.json()["document"]["sections"]
              for i in s["items"]}
     assert items["verdict"] == ("fits" if fits else "DOES NOT FIT")
@@ -212,7 +213,9 @@ def test_memory_form(browser, live_server):
     (dict(FITS, num_gpus=2, zero=3, seq_len=2048, micro_batch=2), "optimizer"),
     (dict(FITS, model="llama-3.1-70b", num_gpus=1, zero=0, finetune="lora", seq_len=512),
      "finetune"),
-], ids=["dp", "sequence-parallel", "adamw-8bit", "qlora"])
+    # no single change fits: the button sets both knobs of the pair
+    (dict(FITS, zero=0, cp=8, seq_len=131072), "recompute"),
+], ids=["dp", "sequence-parallel", "adamw-8bit", "qlora", "pair"])
 def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
     """Posting the form with a fix's fields gives the plan the fix was priced on."""
     answer = client.post("/api/memory", json=body).json()
@@ -224,6 +227,12 @@ def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
                       int(v) if v.isdigit() else v) for k, v in button["fields"].items()}
         again = client.post("/api/memory", json={**body, **values}).json()["result"]
         assert again["fits"] and again["total_bytes"] == fix["total_bytes"], button
+    if knob == "recompute":
+        assert answer["result"]["changes_per_fix"] == 2
+        assert [b["fields"] for b in buttons] == [{"zero": "1", "recompute": "full"}]
+        titles = [t["title"] for sec in answer["document"]["sections"]
+                  for t in sec.get("tables", [])]
+        assert "no single change fits; pairs of changes that do" in titles
 
 
 @browser_only

@@ -35,7 +35,8 @@ def _bar(fraction: float, width: int = 30) -> str:
     return "#" * filled + "." * (width - filled)
 
 
-def memory_report(report, fixes=(), min_gpus: int | None = None) -> str:
+def memory_report(report, fixes=(), min_gpus: int | None = None,
+                  fixes_heading: str = "Single changes that fit") -> str:
     """The per-accelerator memory breakdown of one plan, and whether it fits."""
     plan, options = report.plan, report.options
     lines = [
@@ -70,10 +71,12 @@ def memory_report(report, fixes=(), min_gpus: int | None = None) -> str:
         lines.append(f"FITS with {format_bytes(report.headroom_bytes)} to spare.")
     else:
         lines.append(f"DOES NOT FIT: {format_bytes(-report.headroom_bytes)} over.")
+        if fixes_heading:
+            lines.append(fixes_heading + (":" if fixes else "."))
         if fixes:
-            lines.append("Single changes that fit:")
+            width = max(26, *(len(label) for label, _ in fixes))
             for label, fixed in fixes:
-                lines.append(f"  {label:<26} total {format_bytes(fixed.total_bytes)} "
+                lines.append(f"  {label:<{width}} total {format_bytes(fixed.total_bytes)} "
                              f"({fixed.total_bytes / capacity:.0%})")
         if min_gpus and min_gpus > plan.num_gpus:
             lines.append(f"The model states alone need at least {min_gpus} x "

@@ -71,20 +71,36 @@ def scenario_from_flags(values: Mapping[str, Any], origin: str = "flags"):
 @dataclass(frozen=True)
 class FitCheck:
     report: MemoryReport
-    fixes: list[tuple[str, MemoryReport]]  # (change as a CLI flag, the report with it)
+    fixes: list[tuple[str, MemoryReport]]  # (change as CLI flags, the report with it)
     min_gpus_for_model_states: int
+    changes_per_fix: int = 1  # 2: no single change fits, each fix changes two knobs
+
+    @property
+    def fixes_heading(self) -> str:
+        """What the fixes are, or that there are none (a plan that fits has no heading)."""
+        if self.report.fits:
+            return ""
+        if not self.fixes:
+            return "No single change or pair of changes makes this plan fit"
+        return "Single changes that fit" if self.changes_per_fix == 1 else \
+            "No single change fits; pairs of changes that do"
 
     def to_json(self) -> dict:
         out = self.report.to_json()
         out["fixes"] = [{"change": label, "total_bytes": round(r.total_bytes)}
                         for label, r in self.fixes]
+        out["changes_per_fix"] = self.changes_per_fix
         out["min_gpus_for_model_states"] = self.min_gpus_for_model_states
         return out
 
 
 def fit_check(scenario, arch: ModelArch | None = None) -> FitCheck:
     """A MemoryScenario's answer; `arch` plans a parsed (uploaded) architecture in place of
-    the scenario's model name."""
+    the scenario's model name. Fixes are single changes, or pairs when no single one fits."""
     report = memory_for_scenario(scenario, arch=arch)
-    fixes = [] if report.fits else suggest_fixes(report)
-    return FitCheck(report, fixes, min_gpus_for_states(report))
+    if report.fits:
+        return FitCheck(report, [], min_gpus_for_states(report))
+    fixes, changes = suggest_fixes(report), 1
+    if not fixes:
+        fixes, changes = suggest_fixes(report, changes=2), 2
+    return FitCheck(report, fixes, min_gpus_for_states(report), changes)

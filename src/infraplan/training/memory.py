@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -173,40 +174,57 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
                            global_batch=job.global_batch)
 
 
-def suggest_fixes(report: MemoryReport, *, limit: int = 4) -> list[tuple[str, MemoryReport]]:
-    """Single-knob changes that make a plan that does not fit, fit (cheapest first)."""
-    from dataclasses import replace
-
-    plan, options = report.plan, report.options
-    tries: list[tuple[str, ParallelPlan, MemoryOptions]] = []
+def _fix_tries(plan: ParallelPlan, options: MemoryOptions
+               ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Each knob change that saves memory: (its CLI flags, plan fields, option fields)."""
+    tries: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     if plan.recompute != "full":
-        tries.append(("--recompute full", replace(plan, recompute="full"), options))
-    if plan.zero < 3:
-        tries.append((f"--zero {plan.zero + 1}", replace(plan, zero=plan.zero + 1), options))
+        tries.append(("--recompute full", {"recompute": "full"}, {}))
+    tries += [(f"--zero {z}", {"zero": z}, {}) for z in range(plan.zero + 1, 4)]
     if plan.tp > 1 and not plan.sequence_parallel:
-        tries.append(("--sequence-parallel", replace(plan, sequence_parallel=True), options))
+        tries.append(("--sequence-parallel", {"sequence_parallel": True}, {}))
     if plan.micro_batch > 1:
-        tries.append(("--micro-batch 1", replace(plan, micro_batch=1), options))
+        tries.append(("--micro-batch 1", {"micro_batch": 1}, {}))
     for name in ("tp", "pp"):
         value = getattr(plan, name) * 2
         if plan.dp % 2 == 0:
-            changed = replace(plan, **{name: value, "dp": plan.dp // 2})
             # dp halves with it: named, so the change is right when --dp was given too
-            tries.append((f"--{name} {value} --dp {plan.dp // 2}", changed, options))
+            tries.append((f"--{name} {value} --dp {plan.dp // 2}",
+                          {name: value, "dp": plan.dp // 2}, {}))
     if options.finetune == "lora":
-        tries.append(("--finetune qlora", plan, replace(options, finetune="qlora")))
+        tries.append(("--finetune qlora", {}, {"finetune": "qlora"}))
     if options.optimizer == "adamw":
-        tries.append(("--optimizer adamw-8bit", plan, replace(options, optimizer="adamw-8bit")))
+        tries.append(("--optimizer adamw-8bit", {}, {"optimizer": "adamw-8bit"}))
+    return tries
+
+
+def suggest_fixes(report: MemoryReport, *, limit: int = 4, changes: int = 1
+                  ) -> list[tuple[str, MemoryReport]]:
+    """Changes that make a plan that does not fit, fit, least memory first: single knobs
+    (`changes=1`; of ZeRO stages only the lowest that fits), or pairs of knobs
+    (`changes=2`, for when no single one is enough; of pairs on the same two knobs only
+    the first that fits, so the milder ZeRO stage)."""
+    plan, options = report.plan, report.options
+    tries = _fix_tries(plan, options)
+    combos = [[t] for t in tries] if changes == 1 else [
+        [a, b] for i, a in enumerate(tries) for b in tries[i + 1:]
+        if not (a[1].keys() | a[2].keys()) & (b[1].keys() | b[2].keys())]
     global_batch = report.num_microbatches * plan.dp * plan.micro_batch
-    fixes = []
-    for label, new_plan, new_options in tries:
+    fixes, done = [], set()
+    for combo in combos:
+        knobs = frozenset(k for _, p, o in combo for k in (*p, *o))
+        if knobs in done:
+            continue
+        new_plan = replace(plan, **{k: v for _, p, _ in combo for k, v in p.items()})
+        new_options = replace(options, **{k: v for _, _, o in combo for k, v in o.items()})
         try:
             candidate = training_memory(report.arch or report.model, report.accelerator,
                                         new_plan, new_options, global_batch=global_batch)
         except InputError:
             continue
         if candidate.fits:
-            fixes.append((label, candidate))
+            done.add(knobs)
+            fixes.append((" ".join(label for label, _, _ in combo), candidate))
     fixes.sort(key=lambda item: item[1].total_bytes)
     return fixes[:limit]
 

@@ -94,7 +94,8 @@ def memory_answer(scenario, arch=None) -> tuple[dict, dict]:
 
     check = fit_check(scenario, arch)
     return check.to_json(), memory_document(check.report, check.fixes,
-                                            check.min_gpus_for_model_states)
+                                            check.min_gpus_for_model_states,
+                                            check.fixes_heading)
 
 
 def in_form_terms(change: str) -> str:
@@ -133,8 +134,10 @@ def _bar(label: str, r) -> dict:
             "total_bytes": r.total_bytes, "capacity_bytes": r.capacity_bytes}
 
 
-def memory_document(report, fixes, min_gpus: int) -> dict:
-    """The page's sections: the verdict and breakdown, the fixes, the notes."""
+def memory_document(report, fixes, min_gpus: int,
+                    fixes_heading: str = "Single changes that fit") -> dict:
+    """The page's sections: the verdict and breakdown, the fixes (`fixes_heading` says
+    whether they are single changes or pairs), the notes."""
     r, plan, capacity = report, report.plan, report.capacity_bytes
     label = f"{plan.num_gpus:,} x {r.accelerator}"
     bars = [_bar(label, r)] + [_bar(f"with {in_form_terms(c)}", f) for c, f in fixes]
@@ -168,12 +171,12 @@ def memory_document(report, fixes, min_gpus: int) -> dict:
                   "(fully sharded, before activations).")
         sections.append(section(
             "Memory", "Fixes",
-            tables=[table("single changes that fit", ["change", "total GiB", "share of usable"],
+            tables=[table(fixes_heading[0].lower() + fixes_heading[1:],
+                          ["change", "total GiB", "share of usable"],
                           [[in_form_terms(c), f"{f.total_bytes / GiB:,.2f}",
                             f"{f.total_bytes / capacity:.1%}"] for c, f in fixes])]
             if fixes else (),
-            paragraphs=([] if fixes else ["No single change makes this plan fit."])
-            + [states]))
+            paragraphs=([] if fixes else [fixes_heading + "."]) + [states]))
     if r.notes:
         sections.append(section("Memory", "Notes", paragraphs=list(r.notes)))
     apply = [{"label": in_form_terms(c), "fields": fix_fields(r, f)} for c, f in fixes]
