@@ -59,6 +59,14 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "error: scenario.yaml: prices.h100 must be a finite number (got nan)"),
     (("plan", "serve"), _with(PLAN, deployment={"gpu": "h100", "replicaz": 2}),
      "deployment.replicaz is not a known key; did you mean 'replicas'?"),
+    # a scenario for the other serving command names that command
+    (("plan", "serve"), SIMULATE,
+     "error: plan serve needs a search: section in the scenario (what to compare); this one "
+     "has a deployment only. To fix: add search: {gpus: [h100, a100-sxm4-80gb]}, or run "
+     "simulate serve on the deployment"),
+    (("simulate", "serve"), PLAN,
+     "deployment is required by simulate serve; this scenario has a search only. To fix: add "
+     "deployment: {gpu: h100, tp: 1, replicas: 1}, or run plan serve on the search"),
     (("simulate", "serve"), _with(SIMULATE, deployment__model="llama-3.1-70b"),
      "deployment.model is not a key: the deployment serves the scenario's model"),
     (("simulate", "serve"), _with(SIMULATE, deployment__kv_policy="reserv"),

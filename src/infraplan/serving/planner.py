@@ -160,8 +160,12 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     start = time.perf_counter()
     space = scenario.search
     if space is None:
-        raise InputError("scenario.search is required by plan serve",
-                         fix="add search: {gpus: [h100, a100-sxm4-80gb]}")
+        raise InputError("plan serve needs a search: section in the scenario (what to compare)"
+                         + ("; this one has a deployment only" if scenario.deployment
+                            else ""),
+                         fix="add search: {gpus: [h100, a100-sxm4-80gb]}"
+                             + (", or run simulate serve on the deployment"
+                                if scenario.deployment else ""))
     if scenario.traffic.arrival.kind == "offline":
         raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
                          fix="use simulate serve for an offline batch")

@@ -140,8 +140,10 @@ class ServeScenario(SpecModel):
 
     def deployment_spec(self) -> Deployment:
         if self.deployment is None:
-            raise FieldError("deployment", "is required by simulate serve",
-                             fix="add deployment: {gpu: h100, tp: 1, replicas: 1}")
+            raise FieldError("deployment", "is required by simulate serve" + (
+                "; this scenario has a search only" if self.search else ""),
+                fix="add deployment: {gpu: h100, tp: 1, replicas: 1}" + (
+                    ", or run plan serve on the search" if self.search else ""))
         raw = dict(self.deployment)
         raw.setdefault("model", self.model)
         return Deployment.model_validate(raw)
