@@ -64,6 +64,10 @@ def test_an_unreachable_budget_names_the_closest_plan_and_the_miss():
         plan_training(_scenario(constraints={"budget_usd": budget}))
     kept = plan_training(_scenario(constraints={"budget_usd": floor * 1.001})).best
     assert all(p.economics["cost"]["total_usd"] <= floor * 1.001 for p in kept)
+    # a wide miss is a multiple of the limit, with the limit: "+900%" says little
+    with pytest.raises(InputError) as info:
+        plan_training(_scenario(constraints={"budget_usd": floor / 10}))
+    assert f"(${floor:,.0f}) is 10 times it (${floor / 10:,.0f}); relax" in str(info.value)
 
 
 def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
@@ -105,7 +109,7 @@ def test_impossible_limits_blame_only_the_limit_no_plan_meets():
     message = str(info.value)
     assert message.startswith(
         f"no plan meets the USD budget: the plan closest to the USD budget (${floor:,.0f}) "
-        f"misses it by {floor / 100 - 1:+.0%};")
+        f"is {floor / 100:,.3g} times it ($100);")
     assert "deadline" not in message and "GPU-hour" not in message
 
 

@@ -353,8 +353,7 @@ def _nothing_fits(evaluated, limits: _Limits, knobs: Knobs) -> InputError:
                           "other GPUs")
     closest = [f"the plan closest to the {what} ({_format(column, best)}"
                + (")" if not together else ", the best within the other limits)")
-               + f" misses it by {best / limit - 1:+.0%}"
-               for column, limit, what, best in missed]
+               + _miss(column, limit, best) for column, limit, what, best in missed]
     named = checks if together else missed
     return InputError(f"no plan meets the {' and '.join(m[2] for m in named)}{together}: "
                       f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
@@ -386,6 +385,14 @@ def _closest(evaluated, column: str, masks) -> float | None:
     values = [ev.out[column][mask].min() for ev, mask in zip(evaluated, masks, strict=True)
               if column in ev.out and mask.any()]
     return min(values, default=None)
+
+
+def _miss(column: str, limit: float, best: float) -> str:
+    """How far a plan is past a limit: a percentage, or for a wide miss (+15768% says
+    little) the multiple and the limit."""
+    if best < 2 * limit:
+        return f" misses it by {best / limit - 1:+.0%}"
+    return f" is {best / limit:,.3g} times it ({_format(column, limit)})"
 
 
 def _format(column: str, value: float) -> str:
