@@ -206,7 +206,7 @@ def test_report_never_replaces_what_is_not_a_report(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("model: x\nhardware: {gpu: h100}\ntraining: {seq_len: 10}\n", "memory scenario"),
+    ("model: x\nhardware: {gpu: h100}\ntraining: {seq_len: 10}\n", "unknown model 'x'"),
     ("model: x\nfoo: 1\n", "neither a training scenario"),
     ("- a\n- b\n", "expected a mapping"),
     ("model: [unclosed\n", "not valid YAML"),
@@ -219,6 +219,46 @@ def test_not_a_scenario(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(InputError, match=match):
         build_document(path)
+
+
+def test_a_memory_scenario_reports_its_breakdown_and_fixes_in_scenario_keys(tmp_path):
+    from infraplan.report.document import build_document
+    from infraplan.report.html import render_document
+    from infraplan.training.fit_check import fit_check
+    from infraplan.workloads import MemoryScenario, load_scenario
+
+    path = tmp_path / "m.yaml"
+    path.write_text("name: 8B on 8 H100s\nmodel: llama-3.1-8b\n"
+                    "hardware: {gpu: h100, num_gpus: 8}\ntraining: {seq_len: 4096}\n")
+    doc = build_document(path)
+    check = fit_check(load_scenario(path, MemoryScenario))
+    assert doc["kind"] == "memory" and doc["title"] == "8B on 8 H100s"
+    assert not check.report.fits and check.fixes
+    fixes = next(s for s in doc["sections"] if s["heading"] == "Fixes")["tables"][0]
+    assert fixes["title"] == "single changes that fit"
+    # each fix as the scenario keys that make it, with the library's total
+    assert [row[:2] for row in fixes["rows"]] == [
+        [", ".join(f"{path_}: {value}" for path_, value in _keys(label)),
+         f"{fixed.total_bytes / 2**30:,.2f}"] for label, fixed in check.fixes]
+    assert fixes["rows"][0][0] == "parallelism.zero: 1"
+    assert doc["memory"][0]["total_bytes"] == check.report.total_bytes
+    assert "infraplan memory check for llama-3.1-8b" in render_document(doc)
+    with pytest.raises(InputError, match="a memory report draws nothing at random"):
+        build_document(path, seed=1)
+
+
+def _keys(label: str) -> list[tuple[str, str]]:
+    """'--tp 2 --dp 4' -> [('parallelism.tp', '2'), ('parallelism.dp', '4')]"""
+    words, out = label.split(), []
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") \
+                else "true"
+            name = word[2:].replace("-", "_")
+            where = {"finetune": "finetune.method"}.get(name, (
+                "training." if name in ("optimizer",) else "parallelism.") + name)
+            out.append((where, value))
+    return out
 
 
 def _parser():

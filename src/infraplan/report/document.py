@@ -68,7 +68,7 @@ def usd(value: float | None) -> str:
 
 
 def scenario_kind(raw: dict, origin: str) -> str:
-    """'training' or 'serving', from the keys of a scenario mapping."""
+    """'training', 'serving' or 'memory', from the keys of a scenario mapping."""
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: expected a mapping of keys (model, training, hardware, "
                          "... or model, traffic, ...)")
@@ -78,19 +78,19 @@ def scenario_kind(raw: dict, origin: str) -> str:
     if "training" in raw and isinstance(hardware, dict) and "gpus" in hardware:
         return "training"
     if "training" in raw and isinstance(hardware, dict) and "gpu" in hardware:
-        raise InputError(f"{origin}: a memory scenario (hardware.gpu); the report takes a "
-                         "training plan or a serving scenario",
-                         fix="use `infraplan memory` for it, or give hardware.gpus: [...] "
-                             "and training.tokens to plan training")
+        return "memory"
     raise InputError(f"{origin}: neither a training scenario (keys training and hardware."
-                     "gpus) nor a serving scenario (key traffic)",
-                     fix="start from examples/train-*.yaml or examples/serve-*.yaml")
+                     "gpus), a memory scenario (training and hardware.gpu) nor a serving "
+                     "scenario (key traffic)",
+                     fix="start from examples/train-*.yaml, examples/memory-*.yaml or "
+                         "examples/serve-*.yaml")
 
 
 def build_document(scenario_path: str | Path, progress=None, seed: int | None = None) -> dict:
-    """Read a training or serving scenario, run the library's plan (and simulation), and
-    return the document; `progress(done, total)` follows the plan search. `seed` replaces
-    a serving scenario's `seed` (a training report draws nothing at random)."""
+    """Read a training, memory or serving scenario, run the library's plan (simulation,
+    memory check), and return the document; `progress(done, total)` follows the plan
+    search. `seed` replaces a serving scenario's `seed` (the others draw nothing at
+    random)."""
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
@@ -100,11 +100,22 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
     if raw is None:
         load_scenario(path)  # raises the empty-file error
     kind = scenario_kind(raw, path.name)
+    if kind != "serving" and seed is not None:
+        raise InputError(f"--seed: a {kind} report draws nothing at random",
+                         fix="drop --seed" + ("; the Monte-Carlo run of a training plan is "
+                                              "`infraplan simulate train SCENARIO --seed N`"
+                                              if kind == "training" else ""))
+    if kind == "memory":
+        from infraplan.report.document_memory import in_scenario_terms, memory_document
+        from infraplan.training.fit_check import fit_check
+        from infraplan.workloads import MemoryScenario
+
+        scenario = load_scenario(path, MemoryScenario)
+        check = fit_check(scenario)
+        return memory_document(check.report, check.fixes, check.min_gpus_for_model_states,
+                               check.fixes_heading, phrase=in_scenario_terms,
+                               title=scenario.name, description=scenario.description)
     if kind == "training":
-        if seed is not None:
-            raise InputError("--seed: a training report draws nothing at random",
-                             fix="drop --seed; the Monte-Carlo run of a training plan is "
-                                 "`infraplan simulate train SCENARIO --seed N`")
         from infraplan.report.document_train import training_document
         from infraplan.training.plan_train import plan_training
         from infraplan.workloads import TrainScenario

@@ -170,7 +170,8 @@ def script_json(value) -> str:
 def render_document(doc: dict) -> str:
     """A whole self-contained page for one document."""
     title = escape(doc["title"])
-    kind = "training plan" if doc["kind"] == "training" else "serving plan"
+    kind = {"training": "training plan", "serving": "serving plan",
+            "memory": "memory check"}[doc["kind"]]
     subtitle = f"infraplan {kind} for {doc['model']}" + (
         f". {doc['description']}" if doc.get("description") else "")
     return f"""<!DOCTYPE html>
@@ -197,7 +198,7 @@ def render_document(doc: dict) -> str:
 
 
 def render_report(scenario_path: str | Path, progress=None, seed: int | None = None) -> str:
-    """The HTML report of a training or serving scenario file."""
+    """The HTML report of a training, memory or serving scenario file."""
     from infraplan.report.document import build_document
 
     plotly_js()  # fail on a missing plotly before the (long) planning run

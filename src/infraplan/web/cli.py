@@ -25,8 +25,10 @@ def add_report(sub) -> None:
     p = sub.add_parser("report", help="one self-contained HTML report of a scenario",
                        description="Plan (and simulate) a training or serving scenario and "
                                    "write one HTML file with its numbers and plots under the "
-                                   "SCALE and DEPLOY headings. It opens offline.")
-    p.add_argument("scenario", help="training or serving scenario YAML (see examples/)")
+                                   "SCALE and DEPLOY headings; a memory scenario gets its "
+                                   "breakdown and fixes. It opens offline.")
+    p.add_argument("scenario", help="training, memory or serving scenario YAML (see "
+                                    "examples/)")
     p.add_argument("-o", "--output", default="report.html",
                    help="HTML file to write (default: report.html); written atomically")
     from infraplan.cli import add_seed_flag  # loaded: it is what calls add_report
