@@ -167,6 +167,32 @@ def test_unknown_model_type_lists_the_families():
     assert all(family in message for family in FAMILIES)
 
 
+def test_a_config_without_model_type_is_read_by_its_architectures_class():
+    """Older and hand-written configs name only the class; each shipped config that names
+    one reads the same without its model_type."""
+    from infraplan.models import param_counts
+
+    folder = Path(__file__).parents[2] / "src/infraplan/catalog/data/models"
+    read = 0
+    for path in sorted(folder.glob("*.json")):
+        raw = json.loads(path.read_text())
+        if "architectures" not in raw:
+            continue
+        bare = {k: v for k, v in raw.items() if k != "model_type"}
+        with_type = arch_from_config(raw, name=path.stem, origin=path.name)
+        without = arch_from_config(bare, name=path.stem, origin=path.name)
+        assert without.family == with_type.family == raw["model_type"], path.name
+        assert param_counts(without) == param_counts(with_type), path.name
+        read += 1
+    assert read == 23
+    with pytest.raises(InputError) as err:
+        arch_from_config({"architectures": ["BertForMaskedLM"], "hidden_size": 8}, name="x",
+                         origin="c.json")
+    assert str(err.value).startswith("c.json: no model_type, and its architectures "
+                                     "['BertForMaskedLM'] name no supported family;")
+    assert 'or add "model_type" naming its family' in str(err.value)
+
+
 def test_unknown_model_name_suggests_a_close_one():
     with pytest.raises(UnknownNameError) as err:
         load_model("llama-3.1-7b")

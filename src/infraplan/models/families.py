@@ -165,10 +165,28 @@ def _known(model_type: Any) -> bool:
     return isinstance(model_type, str) and model_type in FAMILIES  # [] or {}: unhashable
 
 
+# Hugging Face names a model class <Family><Head> (LlamaForCausalLM, GPT2LMHeadModel)
+_CLASS_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "Model")
+
+
+def _family_of_class(raw: Mapping[str, Any]) -> str | None:
+    """The family that the first class in `architectures` names, for a config without a
+    model_type (older and hand-written ones): 'GPTNeoXForCausalLM' is gpt_neox."""
+    classes = raw.get("architectures")
+    if not (isinstance(classes, list) and classes and isinstance(classes[0], str)):
+        return None
+    stem = next((classes[0][:-len(h)] for h in _CLASS_HEADS if classes[0].endswith(h)),
+                classes[0]).lower()
+    matches = [family for family in FAMILIES if family.replace("_", "") == stem]
+    return matches[0] if len(matches) == 1 else None
+
+
 def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelArch:
     """The architecture of a config dict; an unknown model_type lists the families."""
     if not isinstance(raw, Mapping):
         raise InputError(f"{origin}: expected a JSON object with a model_type")
+    if raw.get("model_type") is None and _family_of_class(raw) is not None:
+        raw = {**raw, "model_type": _family_of_class(raw)}
     model_type = raw.get("model_type")
     text = raw.get("text_config")
     if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):
@@ -176,8 +194,12 @@ def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> Model
         # the vision tower is small beside it and is not counted
         return FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"), name)
     if not _known(model_type):
-        raise InputError(
-            f"{origin}: unsupported model_type {model_type!r}; supported families: "
-            f"{', '.join(sorted(FAMILIES))}",
-            fix="use a config.json of a supported family")
+        what = f"unsupported model_type {model_type!r}" if model_type is not None else \
+            "no model_type" + (f", and its architectures {raw['architectures']!r} name no "
+                               "supported family" if raw.get("architectures") else "")
+        raise InputError(f"{origin}: {what}; supported families: "
+                         f"{', '.join(sorted(FAMILIES))}",
+                         fix="use a config.json of a supported family"
+                             + ("" if model_type is not None else
+                                ', or add "model_type" naming its family'))
     return FAMILIES[model_type](ConfigReader(raw, origin), name)
