@@ -81,4 +81,6 @@ def run_simulate_serve(args) -> int:
                 lambda: simulation_report(scenario.name or scenario.model, describe, summary),
                 lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
                 f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
-                f"{summary['tpot_s']['p99']:.3g} s, {summary['slo_attainment']:.1%} within SLOs")
+                f"{summary['tpot_s']['p99']:.3g} s, " + (
+                    f"{summary['slo_attainment']:.1%} within SLOs" if summary["slo"] else
+                    "no SLO set"))

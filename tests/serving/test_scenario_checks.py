@@ -120,6 +120,34 @@ def test_bad_serving_scenarios_name_the_field(tmp_path, capsys, command, raw, fr
     assert code == 2 and fragment in err, err
 
 
+def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
+    """A 3-minute TTFT used to read '100.0% within SLOs' when the scenario set none."""
+    import json
+
+    from infraplan.report.document_serve import serving_document
+
+    slow = _with(SIMULATE, deployment__max_num_seqs=1, deployment__max_num_batched_tokens=100,
+                 traffic__arrival__rate_per_s=50)  # about 5 requests/s served: a queue
+    slow.pop("slo", None)
+    code, out, _ = _run(tmp_path, capsys, slow, "simulate", "serve")
+    assert code == 0 and "goodput: no SLO set (slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)" in out
+    assert "SLOs met" not in out
+    code, out, _ = _run(tmp_path, capsys, slow, "simulate", "serve", "-q")
+    assert out.rstrip().endswith(", no SLO set")
+    code, out, _ = _run(tmp_path, capsys, slow, "simulate", "serve", "--json")
+    assert json.loads(out)["slo"] == {}
+    doc = serving_document(ServeScenario.model_validate(slow), plan=False, sweep=True,
+                           sweep_requests=40)
+    items = {i["label"]: i["text"] for sec in doc["sections"] for i in sec["items"]}
+    assert items["requests meeting every SLO"] == items["goodput (all SLOs met)"] == \
+        items["highest load meeting the SLOs"] == "no SLO set"
+    # with one, it is named and counted
+    timed = _with(slow, slo={"ttft_p99_s": 1.0})
+    code, out, _ = _run(tmp_path, capsys, timed, "simulate", "serve", "--json")
+    data = json.loads(out)
+    assert data["slo"] == {"ttft_p99_s": 1.0} and data["slo_attainment"] < 0.5
+
+
 def test_gpu_aliases_are_one_candidate():
     scenario = ServeScenario.model_validate(_with(PLAN, search__gpus=["h100", "H100-SXM5"]))
     assert scenario.search.gpus == ("h100-sxm5-80gb",)

@@ -180,7 +180,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("p99 time per output token", summary["tpot_s"]["p99"],
                  ms(summary["tpot_s"]["p99"])),
             item("p99 end to end", summary["e2e_s"]["p99"], ms(summary["e2e_s"]["p99"])),
-            item("requests meeting every SLO", att, f"{att:.1%}")],
+            item("requests meeting every SLO", att if summary["slo"] else None,
+                 f"{att:.1%}" if summary["slo"] else "no SLO set")],
             tables=[_latency_table(summary)], figures=["latency_cdf"])
         econ, econ_tables, econ_fig, notes = [], [], [], []
         if "cost" in summary:
@@ -203,19 +204,25 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                                  figures=econ_fig, paragraphs=notes)
         s["Estimate throughput"] = section("DEPLOY", "Estimate throughput", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
-            item("goodput (all SLOs met)", summary["goodput_requests_per_s"],
-                 f"{summary['goodput_requests_per_s']:,.2f} requests/s"),
+            item("goodput (all SLOs met)",
+                 summary["goodput_requests_per_s"] if summary["slo"] else None,
+                 f"{summary['goodput_requests_per_s']:,.2f} requests/s" if summary["slo"]
+                 else "no SLO set"),
             item("total tokens per second", t["total_tokens_per_s"],
                  f"{t['total_tokens_per_s']:,.0f}")])
     if points:
         ok = [p for p in points if p["meets_slo"]]
+        slo_set = bool(scenario.slo.to_slo().given())  # without one, every load "meets" it
         s["Load-test"] = section("DEPLOY", "Load-test", tables=[table(
             "simulated load sweep", ["offered requests/s", "served requests/s", "p99 TTFT",
                                      "p99 TPOT", "p99 end to end", "meets SLOs"],
             [[f"{p['rate_per_s']:,.3g}", f"{p['requests_per_s']:,.2f}", ms(p["ttft_p99_s"]),
-              ms(p["tpot_p99_s"]), ms(p["e2e_p99_s"]), "yes" if p["meets_slo"] else "no"]
+              ms(p["tpot_p99_s"]), ms(p["e2e_p99_s"]),
+              ("yes" if p["meets_slo"] else "no") if slo_set else "no SLO set"]
              for p in points])], figures=["load_sweep"],
-            items=[item("highest load meeting the SLOs", ok[-1]["rate_per_s"] if ok else None,
+            items=[item("highest load meeting the SLOs",
+                        ok[-1]["rate_per_s"] if ok and slo_set else None,
+                        "no SLO set" if not slo_set else
                         f"{ok[-1]['rate_per_s']:,.3g} requests/s" if ok else "none swept")])
     tr = scenario.traffic
     s["Define workload"] = section("DEPLOY", "Define workload", items=[

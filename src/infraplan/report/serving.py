@@ -29,7 +29,8 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
              f"throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} "
              f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s",
              f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
-             f"({s['slo_attainment']:.1%} of requests)",
+             f"({s['slo_attainment']:.1%} of requests)" if s.get("slo") else
+             "goodput: no SLO set (slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)",
              f"KV cache: {kv['capacity_tokens']:,} tokens per replica, mean use "
              f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; GPUs busy "
              f"{s['gpu_busy_fraction']:.1%}"]
