@@ -148,6 +148,15 @@ def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
     assert data["slo"] == {"ttft_p99_s": 1.0} and data["slo_attainment"] < 0.5
 
 
+def test_plan_serve_without_an_slo_says_what_it_planned_for():
+    plan = plan_serving(ServeScenario.model_validate(PLAN))
+    assert plan.best is not None and not ServeScenario.model_validate(PLAN).slo.to_slo().given()
+    assert "no SLO set: the cheapest configuration that keeps up with the traffic, at any " \
+        "latency (set slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)" in plan.notes
+    timed = plan_serving(ServeScenario.model_validate(_with(PLAN, slo={"ttft_p99_s": 2.0})))
+    assert not any("no SLO" in n for n in timed.notes)
+
+
 def test_gpu_aliases_are_one_candidate():
     scenario = ServeScenario.model_validate(_with(PLAN, search__gpus=["h100", "H100-SXM5"]))
     assert scenario.search.gpus == ("h100-sxm5-80gb",)

@@ -227,6 +227,9 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {rate:.3g} requests/s"]
+    if not slo.given():  # then only keeping up counts: the queue may be long, not growing
+        notes.append("no SLO set: the cheapest configuration that keeps up with the traffic, "
+                     "at any latency (set slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)")
     if scenario.traffic.arrival.kind == "diurnal" and ranked:
         mean = mean_rate_per_s(scenario.traffic)
         best = ranked[0].deployment.replicas
