@@ -167,6 +167,45 @@ def test_draft_model_speculation_pays_for_its_drafts():
             spec, draft_model=None)))
 
 
+def test_a_draft_model_takes_memory_beside_the_target():
+    """Its 16-bit weights and its KV for every cached token come out of the target's cache
+    (they were not counted: a 70B 'draft' ran beside an 8B on one H100)."""
+    from infraplan.serving.memory import kv_bytes_per_token_per_gpu
+
+    base = Deployment(model="llama-3.1-70b", gpu="h100", tp=4, weight_dtype="fp8")
+    spec = {"method": "draft", "num_tokens": 4, "acceptance_rate": 0.8,
+            "draft_model": "llama-3.1-8b"}
+    alone = resolve(base).memory
+    paired = resolve(Deployment.model_validate(dict(base.model_dump(),
+                                                    speculative=spec))).memory
+    draft = load_model("llama-3.1-8b")
+    gpu = load_catalog().accelerators.get("h100")
+    assert paired.weight_bytes - alone.weight_bytes == pytest.approx(
+        weight_bytes_per_gpu(draft, weight_format("bf16", gpu, "bf16"), 4))
+    assert paired.kv_bytes_per_token - alone.kv_bytes_per_token == pytest.approx(
+        kv_bytes_per_token_per_gpu(draft, "bf16", 4))
+    assert paired.kv_tokens < alone.kv_tokens
+    # n-gram drafting costs no memory
+    ngram = resolve(Deployment.model_validate(dict(base.model_dump(), speculative=dict(
+        spec, method="ngram", draft_model=None)))).memory
+    assert ngram == alone
+
+
+@pytest.mark.parametrize("target, draft, message", [
+    ("llama-3.1-8b", "llama-3.1-70b", "deployment.speculative.draft_model llama-3.1-70b has "
+     "70.6B active parameters, no fewer than llama-3.1-8b's 8.03B"),
+    ("llama-3.1-70b", "mixtral-8x7b", "deployment.speculative.draft_model mixtral-8x7b has a "
+     "vocabulary of 32,000 tokens, llama-3.1-70b 128,256: engines refuse a draft with "
+     "another tokenizer"),
+])
+def test_a_draft_no_engine_would_pair_is_refused(target, draft, message):
+    dep = Deployment.model_validate({"model": target, "gpu": "h100", "tp": 8, "speculative": {
+        "method": "draft", "acceptance_rate": 0.8, "draft_model": draft}})
+    with pytest.raises(InputError) as info:
+        resolve(dep)
+    assert str(info.value).startswith(message) and "method: ngram" in str(info.value)
+
+
 def test_hot_experts_slow_the_moe_step():
     even = resolve(Deployment(model="mixtral-8x7b", gpu="h100", tp=2)).step
     skewed = resolve(Deployment(model="mixtral-8x7b", gpu="h100", tp=2,

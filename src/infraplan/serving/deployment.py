@@ -14,7 +14,7 @@ from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import RELEASE, Engine
 from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
-from infraplan.models import ModelArch, load_model
+from infraplan.models import ModelArch, load_model, param_counts
 from infraplan.serving import trtllm_bench
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
@@ -172,6 +172,29 @@ def _check_expert_imbalance(imbalance: float, arch: ModelArch) -> None:
             fix=f"set expert_imbalance between 1 and {most:g} (busiest / mean expert load)")
 
 
+def _draft_arch(target: ModelArch, draft_model: str, base_dir: Path | None) -> ModelArch:
+    """The draft model, refused where no engine would run it or it could not pay: another
+    vocabulary (vLLM's SpeculativeConfig.verify_equal_vocab_size_if_draft_model: "Target
+    and draft model should have the same vocabulary size"), or a draft at least as large
+    as the target (each drafted token would cost a target step or more)."""
+    draft = load_model(draft_model, base_dir=base_dir)
+    if draft.vocab_size != target.vocab_size:
+        raise InputError(
+            f"deployment.speculative.draft_model {draft.name} has a vocabulary of "
+            f"{draft.vocab_size:,} tokens, {target.name} {target.vocab_size:,}: engines "
+            "refuse a draft with another tokenizer",
+            fix=f"pick a smaller model of {target.name}'s family (same tokenizer), or "
+                "method: ngram")
+    drafted, verified = param_counts(draft).active, param_counts(target).active
+    if drafted >= verified:
+        raise InputError(
+            f"deployment.speculative.draft_model {draft.name} has {drafted / 1e9:,.3g}B "
+            f"active parameters, no fewer than {target.name}'s {verified / 1e9:,.3g}B: every "
+            "drafted token would cost as much as the step it saves",
+            fix="pick a draft model much smaller than the target, or method: ngram")
+    return draft
+
+
 @lru_cache(maxsize=256)
 def _draft_step(draft_model: str, base_dir: Path | None, gpu_name: str, tp: int,
                 max_tokens: int, max_seqs: int) -> StepModel:
@@ -216,13 +239,17 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     fraction = dep.memory_fraction or (
         (executor.kv_memory_fraction if executor else 1.0) if static else None)
 
+    spec = dep.speculative
+    draft = _draft_arch(arch, spec.draft_model, base_dir) \
+        if spec is not None and spec.method == "draft" else None
+
     def sized(seqs: int, tokens: int) -> tuple[int, int, ReplicaMemory]:
         """The limits the deployment pins, else (seqs, tokens), and the memory they leave."""
         seqs, tokens = dep.max_num_seqs or static or seqs, dep.max_num_batched_tokens or tokens
         return seqs, tokens, replica_memory(
             arch, gpu, engine, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
             max_num_batched_tokens=tokens, max_num_seqs=seqs, block_size=block,
-            memory_fraction=fraction)
+            memory_fraction=fraction, draft=draft)
 
     if dep.tuning == "trtllm-bench" and mean_lengths is not None:
         # The engine is built with the limits trtllm-bench picks from its own estimate of
@@ -232,13 +259,10 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
             arch, gpu, tp=dep.tp, pp=dep.pp, weight_dtype=weights.name, kv_dtype=kv_dtype),
             *mean_lengths, pp=dep.pp)
     max_seqs, max_tokens, memory = sized(max_seqs, max_tokens)
-    spec = None
-    if dep.speculative is not None:
-        s = dep.speculative
-        draft = _draft_step(s.draft_model, base_dir, gpu.name, dep.tp, max_tokens,
-                            max_seqs) if s.method == "draft" else None
-        spec = Speculation(num_tokens=s.num_tokens, acceptance_rate=s.acceptance_rate,
-                           draft=draft)
+    if spec is not None:
+        spec = Speculation(num_tokens=spec.num_tokens, acceptance_rate=spec.acceptance_rate,
+                           draft=_draft_step(spec.draft_model, base_dir, gpu.name, dep.tp,
+                                             max_tokens, max_seqs) if draft else None)
     step = build_step_model(arch, gpu, tp=dep.tp, pp=dep.pp, weights=weights, kv_dtype=kv_dtype,
                             max_tokens=max(max_tokens, max_seqs * (
                                 spec.num_tokens + 1 if spec else 1)),

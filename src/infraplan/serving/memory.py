@@ -11,6 +11,9 @@ Fixed: the process's CUDA context and kernel libraries (the engine's own figure 
 catalog has one, else the PyTorch context), plus communication buffers under TP or PP.
 The KV cache then gets either a fraction of the whole device (vLLM gpu_memory_utilization)
 or a fraction of what is still free (TensorRT-LLM kv_cache_free_gpu_mem_fraction).
+A speculative draft model sits on the same GPUs: its 16-bit weights (split like the
+target's) join the weights, and every cached token holds its KV too, in the target's KV
+format (vLLM gives the drafter's attention layers blocks of the same KV cache).
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def _kv_share(arch: ModelArch, tp: int) -> float:
 def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int, pp: int,
                    weights: WeightFormat, kv_dtype: str, max_num_batched_tokens: int,
                    max_num_seqs: int, block_size: int,
-                   memory_fraction: float | None = None) -> ReplicaMemory:
+                   memory_fraction: float | None = None,
+                   draft: ModelArch | None = None) -> ReplicaMemory:
     at, h = arch.attention, arch.hidden_size
     ffn = arch.moe.expert.intermediate_size * arch.moe.experts_per_token if arch.is_moe \
         else arch.mlp.intermediate_size
@@ -88,6 +92,9 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
         fixed += overheads.get("communication-buffers").value
     # pipeline stages hold 1/pp of the layers each (and of their KV cache)
     weight = weight_bytes_per_gpu(arch, weights, tp) / pp
+    draft_weight = 0.0 if draft is None else weight_bytes_per_gpu(
+        draft, WeightFormat("bf16", 2.0, "bf16"), tp)  # the draft's steps run in 16 bits
+    weight += draft_weight
     total = gpu.memory_bytes
     fraction = memory_fraction or engine.kv_memory_fraction
     if engine.kv_memory_rule == "of_total":
@@ -95,6 +102,8 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
     else:
         kv = fraction * (total - weight - activations - fixed)
     per_token = kv_bytes_per_token_per_gpu(arch, kv_dtype, tp) / pp
+    if draft is not None:
+        per_token += kv_bytes_per_token_per_gpu(draft, kv_dtype, tp)
     mem = ReplicaMemory(device_bytes=total, weight_bytes=weight, activation_bytes=activations,
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
@@ -110,8 +119,13 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
             fix = (f"lower the batch limits (max_num_seqs or a static batch_size: now "
                    f"{max_num_seqs:,}; max_num_batched_tokens: now {max_num_batched_tokens:,}), "
                    f"or {fix}")
+        if draft_weight:
+            fix = f"pick a smaller draft model, or method: ngram, or {fix}"
         raise InputError(
             f"{arch.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}): weights "
-            f"{format_bytes(weight)} + activations {format_bytes(activations)} per GPU leave "
-            "no room for the KV cache", fix=fix)
+            f"{format_bytes(weight)}"
+            + (f" (the draft {draft.name}'s {format_bytes(draft_weight)} included)"
+               if draft_weight else "")
+            + f" + activations {format_bytes(activations)} per GPU leave no room for the KV "
+            "cache", fix=fix)
     return mem
