@@ -185,8 +185,8 @@ def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> Model
     """The architecture of a config dict; an unknown model_type lists the families."""
     if not isinstance(raw, Mapping):
         raise InputError(f"{origin}: expected a JSON object with a model_type")
-    if raw.get("model_type") is None and _family_of_class(raw) is not None:
-        raw = {**raw, "model_type": _family_of_class(raw)}
+    if raw.get("model_type") is None and (family := _family_of_class(raw)) is not None:
+        raw = {**raw, "model_type": family}
     model_type = raw.get("model_type")
     text = raw.get("text_config")
     if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):

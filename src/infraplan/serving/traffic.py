@@ -40,6 +40,12 @@ TRACE_COLUMNS = ("arrival_s", "input_len", "output_len")
 # Simulated time at most: arrivals later than this come from a mistyped rate (1e-306/s) or
 # time scale, and past about 1e308 s they overflow to inf.
 MAX_HORIZON_S = 1e9
+# what shortens the arrivals of each kind (offline arrives at once)
+HORIZON_FIXES = {
+    "poisson": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
+    "gamma": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
+    "diurnal": "raise the rates of traffic.arrival.curve, or lower traffic.num_requests",
+    "trace": "lower traffic.arrival.time_scale (it multiplies the trace's times)"}
 
 
 @dataclass(frozen=True)
@@ -212,14 +218,6 @@ def with_rate(spec: TrafficSpec, rate_per_s: float, *,
         if spec.duration_s is not None:
             raw["duration_s"] = spec.duration_s * stretch
     return TrafficSpec.model_validate(raw)
-
-
-# what shortens the arrivals of each kind (offline arrives at once)
-HORIZON_FIXES = {
-    "poisson": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
-    "gamma": "raise traffic.arrival.rate_per_s, or lower traffic.num_requests",
-    "diurnal": "raise the rates of traffic.arrival.curve, or lower traffic.num_requests",
-    "trace": "lower traffic.arrival.time_scale (it multiplies the trace's times)"}
 
 
 def _arrivals(spec: TrafficSpec, rng: np.random.Generator) -> np.ndarray:
