@@ -94,7 +94,8 @@ def test_a_weight_format_engines_do_not_ship_is_refused_with_the_choices(tmp_pat
         raw["deployment"]["weight_dtype"] = name
         code, err = _run(tmp_path, capsys, raw)
         assert code == 2
-        assert err.startswith("error: s.yaml: deployment.weight_dtype is not a serving weight format")
+        assert err.startswith("error: s.yaml: deployment.weight_dtype is not a serving weight "
+                              "format")
         assert hint in err and "use bf16, fp16, fp8, int8, int4, fp4" in err
         assert f"(got {name!r})" in err
 
