@@ -18,12 +18,17 @@ from infraplan.units import GiB
 FLAG = re.compile(r"--([a-z][a-z-]*)(?: ([^-\s]\S*))?")
 
 
+def _spelt(change: str, word: Callable[[str, str], str]) -> str:
+    """A fix's flags, each spelt by word(knob, value; '' for a switch), comma-joined."""
+    flags = FLAG.findall(change)
+    return ", ".join(word(name.replace("-", "_"), value) for name, value in flags) \
+        if flags else change
+
+
 def in_form_terms(change: str) -> str:
     """A suggested fix ('--zero 2', '--sequence-parallel', '--tp 2 --dp 4') as the form's
     fields and values ('tp = 2, dp = 4')."""
-    flags = FLAG.findall(change)
-    return ", ".join(f"{name.replace('-', '_')} = {value or 'on'}"
-                     for name, value in flags) if flags else change
+    return _spelt(change, lambda knob, value: f"{knob} = {value or 'on'}")
 
 
 def in_scenario_terms(change: str) -> str:
@@ -31,9 +36,7 @@ def in_scenario_terms(change: str) -> str:
     parallelism.dp: 4'; '--finetune qlora' is 'finetune.method: qlora')."""
     from infraplan.training.fit_check import FLAG_PATHS
 
-    flags = FLAG.findall(change)
-    return ", ".join(f"{FLAG_PATHS[name.replace('-', '_')]}: {value or 'true'}"
-                     for name, value in flags) if flags else change
+    return _spelt(change, lambda knob, value: f"{FLAG_PATHS[knob]}: {value or 'true'}")
 
 
 # The knobs a fix can change, where the report keeps them; the form names them alike
