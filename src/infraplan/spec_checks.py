@@ -160,14 +160,30 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
         if isinstance(error, FieldError):
             loc.append(error.field)
             text = error.detail if error.fix is None else f"{error.detail}; to fix: {error.fix}"
+        elif isinstance(error, InputError):  # a field validator's: the value before the fix
+            echo = "" if shown.removeprefix(" (got ").removesuffix(")") in error.message \
+                else shown
+            text = f"{error.message}{echo}"
+            if error.fix is not None:
+                text += (" To fix: " if text.endswith(("?", ".")) else "; to fix: ") + error.fix
         elif err["type"] == "extra_forbidden":
-            known = list(_model_at(model, loc[:-1]).model_fields)
+            parent = _model_at(model, loc[:-1])
+            known = list(parent.model_fields)
             close = close_matches(loc[-1], known)
-            text = "is not a known key" + (f"; did you mean {close[0]!r}?" if close else
-                                           "" if tuple(loc[:-1]) in listed else
-                                           f"; valid keys: {', '.join(known)}")
-            if not close:
+            homes = [name for name, sub in _submodels(parent).items()
+                     if loc[-1] in sub.model_fields]
+            if homes and not close:  # `traffic.rate_per_s`: a key of traffic.arrival
+                moved = [".".join(p for p in (root, *loc[:-1], home, loc[-1]) if p)
+                         for home in homes]
+                text = f"is not a key here; it belongs under {' or '.join(moved)}"
+            else:
+                text = "is not a known key" + (
+                    f"; did you mean {close[0]!r}?" if close else
+                    "" if tuple(loc[:-1]) in listed else f"; valid keys: {', '.join(known)}")
+            if not close and not homes:
                 listed.add(tuple(loc[:-1]))
+        elif err["type"] == "model_type" and not isinstance(got, (dict, list, tuple)):
+            text = _not_a_mapping(_model_at(model, loc), loc[-1] if loc else "", got)
         elif err["type"] == "missing":
             text = "is required"
         elif err["type"] == "invalid_key":  # `1: 2`: YAML read the key as a number
@@ -218,6 +234,25 @@ def _literal_choices(annotation: Any) -> list[Any]:
 
 def _num(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _submodels(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The fields of `model` that hold a spec model of their own, by name."""
+    return {name: sub for name in model.model_fields
+            if (sub := _model_at(model, [name])) is not model}
+
+
+def _not_a_mapping(sub: type[BaseModel], field: str, got: Any) -> str:
+    """A single value where a mapping of keys belongs (`arrival: poisson`): the keys it
+    takes, and where a value that names one of its choices goes."""
+    keys = list(sub.model_fields)
+    text = (f"must be a mapping of keys ({', '.join(keys[:4])}{', ...' * (len(keys) > 4)}), "
+            f"not a single value (got {shown_value(got)})")
+    chosen = next((name for name, f in sub.model_fields.items()
+                   if got in _literal_choices(f.annotation)), None)
+    if chosen is not None:
+        text += f"; to fix: write {field}: {{{chosen}: {got}, ...}}"
+    return text
 
 
 def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel]:

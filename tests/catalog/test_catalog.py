@@ -229,6 +229,24 @@ def test_per_sequence_overhead_ranges_must_not_overlap(tmp_path):
     assert vllm.overhead_s_per_sequence("0.8.0") == 0.0
 
 
+def test_an_engines_default_block_size_must_be_one_it_takes(tmp_path):
+    """A row's block_sizes rule holds its own default, and gives sizes or powers of two."""
+    rows = [r for r in yaml.safe_load((DATA_DIR / "engines.yaml").read_text())
+            if r["name"] in ("vllm", "tensorrt-llm")]
+    bad = tmp_path / "engines.yaml"
+    rows[1]["block_size"] = 48
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"engine 'tensorrt-llm'.*block_size 48 is not one of "
+                                         r"its own block_sizes \(a power of two\)"):
+        load_table(bad, Engine, "engine")
+    rows[1]["block_size"] = 64
+    rows[0]["block_sizes"]["powers_of_two"] = True
+    bad.write_text(yaml.safe_dump(rows))
+    with pytest.raises(InputError, match=r"engine 'vllm'.*give either listed sizes or "
+                                         r"powers_of_two: true"):
+        load_table(bad, Engine, "engine")
+
+
 def test_host_time_ranges_are_per_host_cpu_and_may_stay_open(tmp_path):
     """TensorRT-LLM's host floor holds from 1.0 on, the newest release included (no
     `until`), once per host CPU: a second x86 range from 1.2 overlaps the open one and fails
@@ -279,6 +297,9 @@ def test_the_engine_listing_states_each_release_rule():
     assert overhead["vllm"] == "2 (+0.09 a sequence, before 0.6)"
     assert overhead["tensorrt-llm"] == ("1 (at least 0.0294 a sequence on grace, from 1.0) "
                                         "(at least 0.0138 a sequence on x86, from 1.0)")
+    block = {row[0]: row[3] for row in rows}
+    assert block == {"vllm": "16 (1, 8, 16, 32, 64, 128, 256)",
+                     "tensorrt-llm": "32 (a power of two)", "lmdeploy": "64", "sglang": "1"}
     kv_memory = {row[0]: row[5] for row in rows}
     assert kv_memory["tensorrt-llm"] == "0.95 of free (static batches 0.9 paged, from 0.10)"
     assert kv_memory["vllm"] == "0.90 of total"

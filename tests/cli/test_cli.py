@@ -238,6 +238,18 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
      "parallelism: {zero: '3'}\n",
      "parallelism.zero must be one of 0, 1, 2, 3 (got '3'); write 3 without quotes"),
+    # a key one level too high names the section it belongs in; a value where keys belong
+    # lists the keys (they read "valid keys: model, hardware, ..." and "a valid dictionary
+    # or instance of Hardware")
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\nzero: 1\n",
+     "scenario.yaml: zero is not a key here; it belongs under parallelism.zero\n"),
+    ("model: llama-3.1-8b\nhardware: h100\ntraining: {seq_len: 2048}\n",
+     "scenario.yaml: hardware must be a mapping of keys (gpu, num_gpus), not a single value "
+     "(got 'h100')\n"),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
+     "finetune: lora\n", "finetune must be a mapping of keys (method, lora_rank, "
+                         "lora_targets), not a single value (got 'lora'); to fix: write "
+                         "finetune: {method: lora, ...}"),
 ])
 def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     path = tmp_path / "scenario.yaml"

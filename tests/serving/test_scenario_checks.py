@@ -114,10 +114,39 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "no request completed: 40 prompt longer than max_num_batched_tokens without chunked "
      "prefill. To fix: set deployment.chunked_prefill: true, or raise "
      "deployment.max_num_batched_tokens above the longest prompt"),
+    # the deployment's names are checked when the file is read, under their own path
+    (("simulate", "serve"), _with(SIMULATE, deployment__gpu="h1000"),
+     "error: scenario.yaml: deployment.gpu unknown accelerator 'h1000'; did you mean "
+     "'h100-sxm5-80gb'"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__engine="vlm"),
+     "error: scenario.yaml: deployment.engine unknown engine 'vlm'; did you mean 'vllm'? To "
+     "fix: run 'infraplan catalog engines' to list them\n"),
+    # a block size the engine refuses at launch (a 100,000-token block ran)
+    (("simulate", "serve"), _with(SIMULATE, deployment__block_size=100_000),
+     "deployment.block_size 100,000 is not one vllm accepts (1, 8, 16, 32, 64, 128, 256); to "
+     "fix: set block_size to 256 (or leave it out for vllm's 16)"),
+    (("simulate", "serve"), _with(SIMULATE, deployment__engine="trt-llm",
+                                  deployment__block_size=48),
+     "deployment.block_size 48 is not one tensorrt-llm accepts (a power of two); to fix: set "
+     "block_size to 32"),
+    # a single value where a mapping belongs, and a key one level too high
+    (("simulate", "serve"), _with(SIMULATE, traffic__arrival="poisson",
+                                  traffic__rate_per_s=2),
+     "traffic.arrival must be a mapping of keys (kind, rate_per_s, cv, curve, ...), not a "
+     "single value (got 'poisson'); to fix: write arrival: {kind: poisson, ...}; "
+     "traffic.rate_per_s is not a key here; it belongs under traffic.arrival.rate_per_s"),
 ])
 def test_bad_serving_scenarios_name_the_field(tmp_path, capsys, command, raw, fragment):
     code, _, err = _run(tmp_path, capsys, raw, *command)
     assert code == 2 and fragment in err, err
+
+
+@pytest.mark.parametrize("engine, size", [("vllm", 8), ("vllm", 128), ("tensorrt-llm", 64),
+                                          ("tensorrt-llm", 1), ("sglang", 7),
+                                          ("lmdeploy", 48)])
+def test_block_sizes_the_engines_take_are_simulated_with(engine, size):
+    dep = Deployment(model="llama-3.1-8b", gpu="h100", engine=engine, block_size=size)
+    assert resolve(dep).memory.block_size == size
 
 
 def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):

@@ -159,6 +159,30 @@ class HostTimePerSequence(ReleaseRange):
     seconds: Seconds = Field(description="per scheduled sequence, per step")
 
 
+class BlockSizes(BaseModel):
+    """The KV-cache block sizes (tokens per block) an engine accepts: the sizes `listed`,
+    or any power of two; a row without this rule accepts any size."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listed: tuple[Annotated[int, Field(ge=1)], ...] = ()
+    powers_of_two: bool = False
+    source: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> BlockSizes:
+        if bool(self.listed) == self.powers_of_two:
+            raise ValueError("give either listed sizes or powers_of_two: true")
+        return self
+
+    def accepts(self, size: int) -> bool:
+        return size in self.listed if self.listed else size & (size - 1) == 0
+
+    @property
+    def choices(self) -> str:
+        return ", ".join(map(str, self.listed)) if self.listed else "a power of two"
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -172,6 +196,8 @@ class Engine(Row):
                     "accelerator's name contains wins; LMDeploy matches its table against "
                     "the CUDA device name the same way")
     block_size: int = Field(ge=1, description="tokens per paged KV-cache block")
+    block_sizes: BlockSizes | None = Field(
+        default=None, description="the block sizes a deployment may set; None: any")
     chunked_prefill: bool = Field(description="prefill chunks share steps with decodes")
     kv_memory_fraction: float = Field(gt=0, le=1)
     kv_memory_rule: Literal["of_total", "of_free"] = Field(
@@ -233,6 +259,25 @@ class Engine(Row):
                 raise ValueError(f"{field}: the range {end} overlaps the next one; give "
                                  "each release one rule")
         return self
+
+    @model_validator(mode="after")
+    def _default_block_size_accepted(self) -> Engine:
+        if self.block_sizes is not None and not self.block_sizes.accepts(self.block_size):
+            raise ValueError(f"block_size {self.block_size} is not one of its own block_sizes "
+                             f"({self.block_sizes.choices})")
+        return self
+
+    def check_block_size(self, size: int) -> None:
+        """An InputError for a block size this engine refuses at launch."""
+        rule = self.block_sizes
+        if rule is not None and not rule.accepts(size):
+            near = min(rule.listed, key=lambda s: abs(s - size)) if rule.listed else \
+                min((1 << size.bit_length() - 1, 1 << size.bit_length()),
+                    key=lambda s: abs(s - size))
+            raise InputError(f"block_size {size:,} is not one {self.name} accepts "
+                             f"({rule.choices})",
+                             fix=f"set block_size to {near} (or leave it out for "
+                                 f"{self.name}'s {self.block_size})")
 
     def overhead_s_per_sequence(self, version: str | None) -> float:
         """CPU seconds per running sequence per step in release `version` (None: newest)."""

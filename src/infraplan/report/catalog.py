@@ -131,7 +131,8 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
                 f", not {a}" for a in big.exclude_architectures)
             seqs += f" ({big.max_num_seqs}{on})"
             tokens += f" ({big.max_num_batched_tokens}{on})"
-        rows.append([e.name, seqs, tokens, e.block_size,
+        block = str(e.block_size) + (f" ({e.block_sizes.choices})" if e.block_sizes else "")
+        rows.append([e.name, seqs, tokens, block,
                      "yes" if e.chunked_prefill else "no",
                      _kv_memory(e), e.kv_policy.replace("_", " "), _step_overhead(e)])
         data.append(e.model_dump(mode="json"))

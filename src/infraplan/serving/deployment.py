@@ -91,6 +91,17 @@ class Deployment(SpecModel):
                              "leave it out for the newest release")
         return version
 
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, name: str) -> str:
+        load_catalog().accelerators.get(name)  # UnknownNameError: did you mean, how to list
+        return name
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, name: str) -> str:
+        return load_catalog().engines.get(name).name
+
     @field_validator("kv_dtype")
     @classmethod
     def _known_kv_format(cls, name: str | None) -> str | None:
@@ -108,6 +119,16 @@ class Deployment(SpecModel):
     def _static_needs_batch(self):
         if self.batching == "static" and self.batch_size is None:
             raise FieldError("batch_size", "is required when batching is 'static'")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_takes_block_size(self):
+        if self.block_size is not None:
+            try:
+                load_catalog().engines.get(self.engine).check_block_size(self.block_size)
+            except InputError as exc:
+                raise FieldError("block_size", exc.message.removeprefix("block_size "),
+                                 fix=exc.fix) from None
         return self
 
     @property
