@@ -86,6 +86,25 @@ def test_an_impossible_pin_is_named(model, pins, reason):
                TrainingJob(seq_len=4096, global_batch=128))
 
 
+def test_why_a_value_lost_names_the_other_knobs_its_best_plan_changed():
+    """'ZeRO=0: +11%, mostly compute' came with no word that the ZeRO-0 plan was also a
+    deeper pipeline: each reason lists the knobs its plan sets apart from the best plan's,
+    and only those."""
+    result = search(load_model("llama-3.1-70b"), ["h100"], Knobs(gpus=(64,)),
+                    TrainingJob(seq_len=4096, global_batch=256, tokens=1e10))
+    best = result.best[0].plan
+    attribute = {"TP": "tp", "PP": "pp", "DP": "dp", "CP": "cp", "ZeRO": "zero",
+                 "micro-batch": "micro_batch"}
+    withs = [r.split("; with ")[1] for r in result.rejected if "; with " in r]
+    assert len(withs) >= 5, result.rejected
+    checked = 0
+    for clause in withs:
+        for change in re.findall(r"(TP|PP|DP|CP|ZeRO|micro-batch)=(\d+)", clause):
+            assert getattr(best, attribute[change[0]]) != int(change[1]), (clause, best)
+            checked += 1
+    assert checked >= 10
+
+
 def test_interleaving_needs_micro_batches_in_groups_of_pp():
     """Megatron-LM's interleaved schedule runs micro-batches through each model chunk in
     groups of pp; the search used to pick vp > 1 with 4 micro-batches on 8 stages."""

@@ -278,8 +278,19 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
         if boundary:
             why += f"; TP={shown} crosses {boundary}"
         reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
-                       f"(+{deltas[worst]:.3f} s per step)")
+                       f"(+{deltas[worst]:.3f} s per step)" + _also_changed(ev, knob, j, best))
     return reasons
+
+
+def _also_changed(ev: _Evaluated, knob: str, j: int, best: int, limit: int = 3) -> str:
+    """The other knobs plan `j` sets apart from the best plan: what the time it lost went
+    to may come from them (ZeRO-0 only fits with recompute, and pays for the recompute)."""
+    changed = [f"{KNOB_LABELS[k]}={_knob_value(k, column[j])}" for k in KNOB_LABELS
+               if k != knob and (column := _knob_column(ev, k))[j] != column[best]]
+    if not changed:
+        return ""
+    more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
+    return f"; with {', '.join(changed[:limit])}{more}"
 
 
 def _breakdown(arch, job, ev: _Evaluated, rows: list[int]) -> dict[str, np.ndarray]:
