@@ -54,22 +54,25 @@ def test_a_node_type_of_another_accelerator_is_refused():
         plan_training(scenario)
 
 
-@pytest.mark.parametrize("gpu, has", [("v100-sxm2-32gb", "fp16, fp32"),
-                                      ("a100-sxm4-80gb", "bf16, fp16, fp32")])
-def test_fp8_needs_an_fp8_peak(gpu, has):
-    """bf16 on a V100 was refused ('has no peak FLOP/s for bf16'), fp8 accepted at the 16-bit
-    peak: MFU 48.7 % on a V100, which has no fp8 tensor cores."""
+@pytest.mark.parametrize("gpu, precision, has", [("v100-sxm2-32gb", "fp8", "fp16 or fp32"),
+                                                 ("a100-sxm4-80gb", "fp8", "bf16 or fp16 or fp32"),
+                                                 ("t4", "bf16", "fp16 or fp32")])
+def test_training_needs_tensor_cores_of_its_precision(gpu, precision, has):
+    """fp8 was accepted at the 16-bit peak: MFU 48.7 % on a V100, which has no fp8 tensor
+    cores. bf16 on a T4 was refused without naming the field or the precisions it has
+    ('t4 has no peak FLOP/s for bf16. To fix: use one of fp64, fp32, ...')."""
     with pytest.raises(InputError) as info:
-        plan_training(_scenario(model="llama-3.1-8b", gpu=gpu, precision="fp8"))
+        plan_training(_scenario(model="llama-3.1-8b", gpu=gpu, precision=precision))
     message = str(info.value)
     name = accelerator(gpu).name
-    assert message.startswith(f"{name} has no peak FLOP/s for 'fp8' (it has "
-                              f"{', '.join(accelerator(gpu).peak_flops)})")
-    assert f"To fix: set training.precision to one of {has}, or use an accelerator " \
-           "with fp8 (h100-sxm5-80gb" in message
-    with pytest.raises(InputError, match="no peak FLOP/s for 'fp8'"):
+    assert message.startswith(f"{name} has no peak FLOP/s for {precision!r} (it has "
+                              f"{', '.join(accelerator(gpu).peak_flops)}): {precision} "
+                              f"training needs {precision} tensor cores")
+    assert f"To fix: set training.precision to {has}; or remove {name} from the " \
+           f"accelerators, or use one with {precision} (h100-sxm5-80gb" in message
+    with pytest.raises(InputError, match=f"no peak FLOP/s for '{precision}'"):
         evaluate_plan(load_model("llama-3.1-8b"), gpu,
-                      TrainingJob(seq_len=4096, global_batch=8, precision="fp8"),
+                      TrainingJob(seq_len=4096, global_batch=8, precision=precision),
                       ParallelPlan(tp=8))
     fp8 = plan_training(_scenario(model="llama-3.1-8b", precision="fp8"))  # H100: has fp8
     assert fp8.best[0].mfu > 0

@@ -117,22 +117,23 @@ TRAINING_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
 
 def check_precision_peak(gpu: Accelerator, precision: str) -> None:
-    """fp8 training runs its GEMMs on fp8 tensor cores (Transformer Engine): a chip without
-    an fp8 peak cannot, and the catalog's fallback to the 16-bit peak (an fp8 model's
-    weights upcast for inference) would plan a speed it does not have. Refused as a missing
-    bf16 peak is (Accelerator.peak_flops_for)."""
-    if precision != "fp8" or "fp8" in gpu.peak_flops:
+    """Training runs its GEMMs in `precision` on tensor cores of that precision: fp8 needs
+    fp8 units (Transformer Engine), and the catalog's fallback to the 16-bit peak (an fp8
+    model's weights upcast for inference) would plan a speed the chip does not have; bf16
+    needs bf16 units, which V100 and T4 lack (Accelerator.peak_flops_for)."""
+    if precision in gpu.peak_flops:
         return
     usable = [d for d in TRAINING_PRECISIONS if d in gpu.peak_flops]
     families = {}  # one accelerator per family: h100-sxm5-80gb, b200-sxm-180gb, ...
     for a in load_catalog().accelerators:
-        if "fp8" in a.peak_flops:
+        if precision in a.peak_flops:
             families.setdefault(a.name.split("-")[0], a.name)
-    choices = usable[0] if len(usable) == 1 else "one of " + ", ".join(usable)
-    raise InputError(f"{gpu.name} has no peak FLOP/s for 'fp8' (it has "
-                     f"{', '.join(gpu.peak_flops)}): fp8 training needs fp8 tensor cores",
-                     fix=f"set training.precision to {choices}, or use an accelerator with "
-                         f"fp8 ({', '.join(list(families.values())[:4])}, ...)")
+    raise InputError(f"{gpu.name} has no peak FLOP/s for {precision!r} (it has "
+                     f"{', '.join(gpu.peak_flops)}): {precision} training needs {precision} "
+                     "tensor cores",
+                     fix=f"set training.precision to {' or '.join(usable)}; or remove "
+                         f"{gpu.name} from the accelerators, or use one with {precision} "
+                         f"({', '.join(list(families.values())[:4])}, ...)")
 
 
 def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *,
