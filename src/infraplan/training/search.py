@@ -246,8 +246,9 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
     same_count = out["gpus"] == out["gpus"][best]
     reasons: list[str] = []
     pending = []  # (position in reasons, knob, shown value, plan index, slowdown)
+    columns = {knob: _knob_column(ev, knob) for knob in KNOB_LABELS}
     for knob, label in KNOB_LABELS.items():
-        column = _knob_column(ev, knob)
+        column = columns[knob]
         others = [v for v in np.unique(column) if v != column[best]]
         others.sort(key=lambda v: abs(np.log2(max(v, 0.5) / max(column[best], 0.5))))
         for value in others[:limit]:
@@ -278,15 +279,16 @@ def _why_rejected(arch, job, ev: _Evaluated, best: int, limit: int = 4) -> list[
         if boundary:
             why += f"; TP={shown} crosses {boundary}"
         reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
-                       f"(+{deltas[worst]:.3f} s per step)" + _also_changed(ev, knob, j, best))
+                       f"(+{deltas[worst]:.3f} s per step)" + _also_changed(columns, knob, j, best))
     return reasons
 
 
-def _also_changed(ev: _Evaluated, knob: str, j: int, best: int, limit: int = 3) -> str:
+def _also_changed(columns: dict[str, np.ndarray], knob: str, j: int, best: int,
+                  limit: int = 3) -> str:
     """The other knobs plan `j` sets apart from the best plan: what the time it lost went
     to may come from them (ZeRO-0 only fits with recompute, and pays for the recompute)."""
-    changed = [f"{KNOB_LABELS[k]}={_knob_value(k, column[j])}" for k in KNOB_LABELS
-               if k != knob and (column := _knob_column(ev, k))[j] != column[best]]
+    changed = [f"{KNOB_LABELS[k]}={_knob_value(k, column[j])}" for k, column in columns.items()
+               if k != knob and column[j] != column[best]]
     if not changed:
         return ""
     more = f" and {len(changed) - limit} more" if len(changed) > limit else ""

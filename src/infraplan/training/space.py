@@ -66,7 +66,8 @@ class Space:
     a time."""
 
     outer: dict[str, np.ndarray]
-    inner: dict[str, np.ndarray]
+    inner: dict[str, np.ndarray]  # the inner product grid, flattened (C order)
+    inner_axes: dict[str, np.ndarray]  # each inner knob's values, in the grid's axis order
     candidates: int  # size of the product before any pruning
     num_layers: int
     global_batch: int
@@ -97,40 +98,52 @@ class Space:
             yield self._gather(pending), self.outer_rows
 
     def _runnable(self, rows: slice) -> np.ndarray:
-        """(outer rows, inner combinations) that can run together."""
-        o = {k: v[rows, None] for k, v in self.outer.items()}
-        i = {k: v[None, :] for k, v in self.inner.items()}
+        """(outer rows, inner combinations) that can run together. Each inner knob keeps an
+        axis of its own, so each rule is worked out over the knobs it reads alone and only
+        the ANDs that join the rules span the whole (rows x grid)."""
+        o = {k: v[rows].reshape(-1, *[1] * len(self.inner_axes))
+             for k, v in self.outer.items()}
+        i = {name: values.reshape(-1, *[1] * (len(self.inner_axes) - axis))
+             for axis, (name, values) in enumerate(self.inner_axes.items(), start=1)}
+        ok = self._rules(o, i)
+        shape = (len(o["tp"]), *(len(v) for v in self.inner_axes.values()))
+        return np.broadcast_to(ok, shape).reshape(shape[0], -1)
+
+    def _rules(self, o: dict[str, np.ndarray], i: dict[str, np.ndarray]) -> np.ndarray:
+        """The mask of the rules, broadcast over the axes they read."""
         ok = (self.global_batch % (o["dp"] * i["mb"])) == 0
-        ok &= (i["sp"] == 0) | (o["tp"] > 1)
-        ok &= (i["tp_overlap"] == 0) | (i["sp"] > 0)  # userbuffer overlap needs SP
+        ok = ok & ((i["sp"] == 0) | (o["tp"] > 1))
+        ok = ok & ((i["tp_overlap"] == 0) | (i["sp"] > 0))  # userbuffer overlap needs SP
         # all-to-all overlap needs EP, the interleaved schedule when pipelined, and no full
         # recompute (plan._check_ep_overlap); "auto" recompute may resolve to full
-        ok &= (i["ep_overlap"] == 0) | ((i["ep"] > 1) & ((o["pp"] == 1) | (i["vp"] > 1))
-                                        & (i["recompute"] >= 0) & (i["recompute"] < 2))
+        overlap_runs = (i["ep"] > 1) & ((o["pp"] == 1) | (i["vp"] > 1)) \
+            & (i["recompute"] >= 0) & (i["recompute"] < 2)
+        ok = ok & ((i["ep_overlap"] == 0) | overlap_runs)
         # interleaving needs a pipeline and at least one layer per model chunk; uneven
         # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
-        ok &= (i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers))
+        ok = ok & ((i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers)))
         # interleaving runs micro-batches in groups of pp (see check_plan)
         microbatches = self.global_batch // (o["dp"] * i["mb"])
-        ok &= (i["vp"] == 1) | ((microbatches % o["pp"]) == 0)
+        ok = ok & ((i["vp"] == 1) | ((microbatches % o["pp"]) == 0))
         if self.expert_width:
             # the experts' grid (plan._check_expert_grid): etp 0 means etp = tp, EP carved
             # out of DP x CP; a folded etp divides tp, and etp x EP the stage's tp x dp x cp
             etp = np.where(i["etp"] == 0, o["tp"], i["etp"])
             # an explicit etp = tp repeats etp 0 (= tp) when that is among the values
             distinct = (i["etp"] < o["tp"]) if (self.inner["etp"] == 0).any() else True
-            ok &= (i["etp"] == 0) | (distinct & (o["tp"] % etp == 0))
-            ok &= np.where(i["etp"] == 0, (o["dp"] * o["cp"]) % i["ep"],
-                           (o["tp"] * o["dp"] * o["cp"]) % (etp * i["ep"])) == 0
-            ok &= self.expert_width % etp == 0
+            ok = ok & ((i["etp"] == 0) | (distinct & (o["tp"] % etp == 0)))
+            grid = np.where(i["etp"] == 0, (o["dp"] * o["cp"]) % i["ep"],
+                            (o["tp"] * o["dp"] * o["cp"]) % (etp * i["ep"]))
+            ok = ok & (grid == 0)
+            ok = ok & (self.expert_width % etp == 0)
         else:
-            ok &= ((o["dp"] * o["cp"]) % i["ep"]) == 0
+            ok = ok & (((o["dp"] * o["cp"]) % i["ep"]) == 0)
         if self.zero_free:
             # ZeRO shards states, gradients (and with 3 weights) over DP x CP: over one rank
             # it shards nothing and communicates nothing. ZeRO-1 and -2 are then the same
             # plan as ZeRO-0, and ZeRO-3 is ZeRO-0 plus a gather buffer. Keep ZeRO-0, so
             # that no plan is listed twice under two names.
-            ok &= (o["dp"] * o["cp"] > 1) | (i["zero"] == 0)
+            ok = ok & ((o["dp"] * o["cp"] > 1) | (i["zero"] == 0))
         return ok
 
     def _gather(self, pending) -> PlanArrays:
@@ -175,10 +188,12 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
         ok &= np.isin(dp, knobs.dp)
     o = {k: v[ok] for k, v in o.items()}
     o["dp"] = dp[ok]
-    inner_axes = _product(zero=knobs.zero, mb=knobs.micro_batch, recompute=knobs.recompute,
-                          sp=knobs.sequence_parallel, vp=knobs.vp, ep=ep_values,
-                          tp_overlap=knobs.tp_overlap, ep_overlap=ep_overlap, etp=etp_values)
-    return Space(outer=o, inner=inner_axes, candidates=candidates,
+    axes = {name: np.asarray(values, dtype=float) for name, values in (
+        ("zero", knobs.zero), ("mb", knobs.micro_batch), ("recompute", knobs.recompute),
+        ("sp", knobs.sequence_parallel), ("vp", knobs.vp), ("ep", ep_values),
+        ("tp_overlap", knobs.tp_overlap), ("ep_overlap", ep_overlap), ("etp", etp_values))}
+    inner_axes = _product(**axes)
+    return Space(outer=o, inner=inner_axes, inner_axes=axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,
                  zero_free=0 in knobs.zero,
                  expert_width=arch.moe.expert.intermediate_size if arch.is_moe else 0)
