@@ -84,6 +84,13 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                                  fix="keep one column of each name")
             missing = [c for c in columns if c not in reader.fieldnames]
             if missing:
+                header = ",".join(reader.fieldnames)
+                other = next((sep for sep in ";\t|" if sep in header and all(
+                    c in header.split(sep) for c in columns)), None)
+                if other is not None:  # Excel in many locales writes ';'
+                    raise InputError(f"{path.name}: the columns are separated by "
+                                     f"{other!r}, not commas",
+                                     fix="save it as comma-separated values (CSV with ',')")
                 raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
                                  fix=schema)
             rows = list(reader)

@@ -64,6 +64,13 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     path.write_text("\n".join([header, good, bad]) + "\n")
     report = validate_training(path)
     assert len(report.failed) == 1 and "did you mean" in report.failed[0].error
+    # a config path relative to the CSV says where it was looked for
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rows.csv").write_text("\n".join([header, DEV.read_text().splitlines()[1]]))
+    reason = validate_training(tmp_path / "sub" / "rows.csv").failed[0].error
+    assert reason.startswith("model file 'models/megatron-gpt-1.7b.json' does not exist "
+                             f"(looked for it in the current folder and in "
+                             f"'{tmp_path / 'sub'}', beside the file that names it)"), reason
     (tmp_path / "nocols.csv").write_text("id,value\nx,1\n")
     assert main(["validate", "training", str(tmp_path / "nocols.csv")]) == 2
     assert "missing columns" in capsys.readouterr().err
@@ -177,6 +184,11 @@ def test_a_repeated_or_missing_id_fails_its_row(tmp_path):
     (b"\n\n", "rows.csv is empty; expected a header row"),
     (DEV.read_bytes().splitlines(keepends=True)[0], "rows.csv: no data rows under the header"),
     (DEV.read_bytes().replace(b"Narayanan", b"Nar\xe9yanan"), "rows.csv: not UTF-8 text"),
+    # what Excel writes in locales whose decimal mark is a comma (it listed every column
+    # as missing)
+    (DEV.read_bytes().replace(b",", b";"), "rows.csv: the columns are separated by ';', not "
+                                            "commas. To fix: save it as comma-separated"),
+    (DEV.read_bytes().replace(b",", b"\t"), "rows.csv: the columns are separated by '\\t'"),
 ])
 def test_an_empty_or_undecodable_csv_exits_2(tmp_path, capsys, content, message):
     (tmp_path / "rows.csv").write_bytes(content)

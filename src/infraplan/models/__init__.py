@@ -91,7 +91,11 @@ def load_model(name_or_path: str, *, base_dir: Path | None = None) -> ModelArch:
         if on_disk(candidate):  # else a catalog name, with its "did you mean"
             return _load_path(str(candidate.resolve()))
     if text.endswith(".json") or "/" in text and not _in_catalog(text):
-        raise InputError(f"model file {text!r} does not exist",
+        beside = None if Path(text).is_absolute() or base_dir is None else base_dir.resolve()
+        looked = "" if beside is None or beside == Path.cwd() else \
+            f" (looked for it in the current folder and in {str(beside)!r}, beside the " \
+            "file that names it)"
+        raise InputError(f"model file {text!r} does not exist{looked}",
                          fix="check the path, or give a catalog model name "
                              "('infraplan catalog models')")
     try:
