@@ -341,6 +341,17 @@ def test_with_rate_rejects_a_bad_rate():
 
 
 @pytest.mark.parametrize("raw, message", [
+    # a trace's lengths are its columns; 'trace' as a length kind listed three other kinds
+    ({"arrival": {"kind": "trace", "path": "t.csv"}, "input": {"kind": "trace"},
+      "output": {"kind": "trace"}},
+     r"traffic.input.kind 'trace' is not a length distribution: a trace's lengths are its "
+     r"input_len and output_len columns; to fix: leave input and output out: a trace "
+     r"arrival replays its lengths"),
+    ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3,
+      "input": {"kind": "fixed", "value": 9}, "output": {"kind": "trace"}},
+     r"traffic.output.kind 'trace' is not .*; to fix: replay a trace with arrival: \{kind: "
+     r"trace, path: requests.csv\} and no output, or give output a kind of fixed, uniform "
+     r"or lognormal"),
     ({"arrival": {"kind": "poisson", "rate_per_sec": 10}, "num_requests": 3},
      "traffic.arrival.rate_per_sec is not a known key; did you mean 'rate_per_s'?"),
     ({"arrival": {"kind": "poisson"}, "num_requests": 3},

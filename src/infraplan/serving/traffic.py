@@ -19,10 +19,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
@@ -129,6 +129,27 @@ class TrafficSpec(SpecModel):
                                      " to generate (trace: keep the first)")
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="arriv"
                                      "als in [0, duration_s] (trace: drop later ones)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lengths_of_a_trace(cls, data: Any) -> Any:
+        """`input: {kind: trace}`: the lengths of a trace are its columns, not a kind."""
+        if not isinstance(data, dict):
+            return data
+        named = [n for n in ("input", "output")
+                 if isinstance(data.get(n), dict) and data[n].get("kind") == "trace"]
+        if named:
+            arrival = data.get("arrival")
+            replayed = isinstance(arrival, dict) and arrival.get("kind") == "trace"
+            fix = (f"leave {' and '.join(named)} out: a trace arrival replays its lengths "
+                   "(give one only to override them)" if replayed else
+                   "replay a trace with arrival: {kind: trace, path: requests.csv} and no "
+                   f"{' or '.join(named)}, or give {named[0]} a kind of fixed, uniform or "
+                   "lognormal")
+            raise FieldError(f"{named[0]}.kind", "'trace' is not a length distribution: a "
+                             "trace's lengths are its input_len and output_len columns",
+                             fix=fix)
+        return data
 
     def _check(self) -> None:
         kind = self.arrival.kind
