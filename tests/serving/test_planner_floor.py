@@ -8,8 +8,10 @@ import pytest
 
 from infraplan.cli import main
 from infraplan.serving.deployment import Deployment, resolve
-from infraplan.serving.planner import _per_replica, idle_latency, plan_serving, stationary_stream
+from infraplan.serving.planner import (_per_replica, idle_latency, plan_serving,
+                                       stationary_stream, violations)
 from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.metrics import Slo
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, generate
 
@@ -50,6 +52,28 @@ def test_requests_alone_take_what_one_request_takes_alone():
     assert floor["e2e_s"]["p99"] == pytest.approx(floor["e2e_s"]["p50"], rel=1e-9)
 
 
+def test_requests_alone_never_queue_when_the_longest_pair_does_not_fit():
+    """The gap between the floor run's arrivals came from the longest prompt with the
+    longest output; where that pair does not fit the cache it was dropped, the gap fell to
+    1 s and the requests queued (Llama 3.1 70B bf16 on two H100s: a p99 TTFT of 330 s
+    'alone'). Each request of the floor run now finishes before the next arrives, and the
+    one request too long for the cache is the only miss."""
+    resolved = resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=2))
+    room = resolved.memory.kv_tokens
+    inputs = [room // 2, room - 100, 300, 2000]
+    outputs = [room // 2 + 10, 50, 80, 200]  # the longest input + longest output > room
+    stream = Requests([0.0, 1.0, 2.0, 3.0], inputs, outputs)
+    floor = idle_latency(resolved, stream)
+    assert (floor["completed"], floor["dropped"]) == (3, 1)
+    alone = [simulate(resolved.deployment, Requests([0.0], [i], [o]), resolved=resolved)
+             for i, o in zip(inputs[1:], outputs[1:])]
+    ttft = sorted(float(r.first_token_s[0]) for r in alone)
+    assert floor["ttft_s"]["p50"] == pytest.approx(ttft[1], rel=1e-9)
+    assert floor["ttft_s"]["p99"] <= ttft[2] * (1 + 1e-9)
+    assert violations(floor, Slo()) == ["1 request dropped (prompt + output longer than the "
+                                        "KV cache holds)"]
+
+
 @pytest.mark.parametrize("rate_per_s", [5, 20, 40])
 def test_load_never_beats_the_idle_floor(rate_per_s):
     scenario = _scenario({})
@@ -67,8 +91,8 @@ def test_an_slo_below_the_idle_floor_is_called_out_of_reach(tmp_path, capsys):
     assert plan.best is None
     (cand,) = plan.rejected
     assert [m.split(" ")[1] for m in cand.idle_misses] == ["TPOT"]
-    assert ("; out of reach at any replica count: 300 of the requests, each alone on an "
-            "idle replica, see p99 TPOT") in cand.reason
+    assert ("; out of reach at any replica count (300 of its requests, each alone on an "
+            "idle replica: p99 TPOT") in cand.reason
     code, err = _plan_serve_exit(tmp_path, capsys, _raw({"tpot_p99_s": 0.001}))
     assert code == 2 and "so more replicas cannot help" in err
     assert "raise search.max_replicas" not in err

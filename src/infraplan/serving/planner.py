@@ -21,7 +21,7 @@ import numpy as np
 
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
-from infraplan.serving.metrics import Slo, summarize
+from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
@@ -122,7 +122,10 @@ def violations(summary: dict, slo: Slo) -> list[str]:
         if limit is not None and not value <= limit:
             out.append(f"{name} {value:.3g} s > {limit:g} s")
     if summary["dropped"]:
-        out.append(f"{summary['dropped']} requests dropped")
+        reasons = summary["dropped_by_reason"]
+        why = next(iter(reasons)) if len(reasons) == 1 else dropped_reasons(summary)
+        out.append(f"{summary['dropped']:,} request{'s' * (summary['dropped'] != 1)} dropped "
+                   f"({why})")
     return out
 
 
@@ -207,8 +210,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
             sims += 2
             if cand.idle_misses:
                 n = alone["completed"] + alone["dropped"]
-                why += (f"; out of reach at any replica count: {n} of the requests, each "
-                        "alone on an idle replica, see " + "; ".join(cand.idle_misses))
+                why += (f"; out of reach at any replica count ({n:,} of its requests, "
+                        "each alone on an idle replica: " + "; ".join(cand.idle_misses) + ")")
             cand.reason = why
             rejected.append(cand)
             continue
@@ -323,6 +326,9 @@ def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> f
     return steady / (last_start - float(finish[0]))
 
 
+MAX_GAP_WIDENINGS = 8  # 4^8: from a 1 s gap to 18 hours between requests
+
+
 def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
     """Latency summary of the stream's requests (up to SATURATION_SAMPLE of them), each
     alone on one replica: arrivals are spaced further apart than a request with the longest
@@ -336,7 +342,15 @@ def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
     longest = simulate(dep, Requests(np.zeros(1), inputs.max(keepdims=True),
                                      outputs.max(keepdims=True)), resolved=resolved)
     gap_s = 2.0 * float(np.nanmax(longest.finish_s, initial=0.0)) + 1.0
-    alone = simulate(dep, Requests(np.arange(n) * gap_s, inputs, outputs), resolved=resolved)
+    # The longest prompt with the longest output may not fit the cache (then it finished
+    # at NaN and the gap was 1 s, so the stream queued: a 330 s TTFT "alone"). Widen the
+    # gap until each request finished before the next arrived.
+    for _ in range(MAX_GAP_WIDENINGS):
+        arrivals = np.arange(n) * gap_s
+        alone = simulate(dep, Requests(arrivals, inputs, outputs), resolved=resolved)
+        if not (alone.finish_s[alone.completed] - arrivals[alone.completed] >= gap_s).any():
+            break
+        gap_s *= 4.0
     return summarize(alone)
 
 
