@@ -131,8 +131,9 @@ def check_precision_peak(gpu: Accelerator, precision: str) -> None:
     raise InputError(f"{gpu.name} has no peak FLOP/s for {precision!r} (it has "
                      f"{', '.join(gpu.peak_flops)}): {precision} training needs {precision} "
                      "tensor cores",
-                     fix=f"set training.precision to {' or '.join(usable)}; or remove "
-                         f"{gpu.name} from the accelerators, or use one with {precision} "
+                     fix=(f"set training.precision to {' or '.join(usable)}; or " if usable
+                          else "") + f"remove {gpu.name} from the accelerators, or use one "
+                         f"with {precision} "
                          f"({', '.join(list(families.values())[:4])}, ...)")
 
 
