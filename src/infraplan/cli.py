@@ -126,8 +126,7 @@ def _run_memory(args) -> int:
     check = fit_check(scenario)
     report = check.report
     return emit(args, "memory", check.to_json(),
-                lambda: memory_report(report, check.fixes, check.min_gpus_for_model_states,
-                                      check.fixes_heading),
+                lambda: memory_report(check),
                 lambda: ("fits" if report.fits else "DOES NOT FIT") +
                 f": {report.total_bytes / 2**30:,.2f} GiB of "
                 f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")

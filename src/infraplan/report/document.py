@@ -112,9 +112,8 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
 
         scenario = load_scenario(path, MemoryScenario)
         check = fit_check(scenario)
-        return memory_document(check.report, check.fixes, check.min_gpus_for_model_states,
-                               check.fixes_heading, phrase=in_scenario_terms,
-                               title=scenario.name, description=scenario.description)
+        return memory_document(check, phrase=in_scenario_terms, title=scenario.name,
+                               description=scenario.description)
     if kind == "training":
         from infraplan.report.document_train import training_document
         from infraplan.training.plan_train import plan_training

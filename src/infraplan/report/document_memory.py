@@ -67,14 +67,13 @@ def _bar(label: str, r) -> dict:
             "total_bytes": r.total_bytes, "capacity_bytes": r.capacity_bytes}
 
 
-def memory_document(report, fixes, min_gpus: int,
-                    fixes_heading: str = "Single changes that fit", *,
-                    phrase: Callable[[str], str] = in_form_terms, title: str = "",
+def memory_document(check, *, phrase: Callable[[str], str] = in_form_terms, title: str = "",
                     description: str = "") -> dict:
-    """The sections: the verdict and breakdown, the fixes (`fixes_heading` says whether
-    they are single changes or pairs; `phrase` spells each, by default as the web form's
-    fields), the notes."""
-    r, plan, capacity = report, report.plan, report.capacity_bytes
+    """The sections of a fit check (training.fit_check.FitCheck): the verdict and
+    breakdown, the fixes (its heading says whether they are single changes or pairs;
+    `phrase` spells each, by default as the web form's fields), the notes."""
+    r, fixes, min_gpus = check.report, check.fixes, check.min_gpus_for_model_states
+    fixes_heading, plan, capacity = check.fixes_heading, r.plan, r.capacity_bytes
     label = f"{plan.num_gpus:,} x {r.accelerator}"
     bars = [_bar(label, r)] + [_bar(f"with {phrase(c)}", f) for c, f in fixes]
     parts = [("weights", r.weights_bytes), ("gradients", r.gradients_bytes),

@@ -35,9 +35,10 @@ def _bar(fraction: float, width: int = 30) -> str:
     return "#" * filled + "." * (width - filled)
 
 
-def memory_report(report, fixes=(), min_gpus: int | None = None,
-                  fixes_heading: str = "Single changes that fit") -> str:
-    """The per-accelerator memory breakdown of one plan, and whether it fits."""
+def memory_report(check) -> str:
+    """The per-accelerator memory breakdown of a fit check's plan, whether it fits, and the
+    fixes it found (training.fit_check.FitCheck)."""
+    report, fixes, min_gpus = check.report, check.fixes, check.min_gpus_for_model_states
     plan, options = report.plan, report.options
     lines = [
         f"{report.model} on {plan.num_gpus} x {report.accelerator}",
@@ -71,8 +72,7 @@ def memory_report(report, fixes=(), min_gpus: int | None = None,
         lines.append(f"FITS with {format_bytes(report.headroom_bytes)} to spare.")
     else:
         lines.append(f"DOES NOT FIT: {format_bytes(-report.headroom_bytes)} over.")
-        if fixes_heading:
-            lines.append(fixes_heading + (":" if fixes else "."))
+        lines.append(check.fixes_heading + (":" if fixes else "."))
         if fixes:
             width = max(26, *(len(label) for label, _ in fixes))
             for label, fixed in fixes:

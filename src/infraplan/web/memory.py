@@ -86,6 +86,4 @@ def memory_answer(scenario, arch=None) -> tuple[dict, dict]:
     from infraplan.training.fit_check import fit_check
 
     check = fit_check(scenario, arch)
-    return check.to_json(), memory_document(check.report, check.fixes,
-                                            check.min_gpus_for_model_states,
-                                            check.fixes_heading)
+    return check.to_json(), memory_document(check)
