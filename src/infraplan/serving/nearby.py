@@ -20,11 +20,12 @@ PORTABLE_FORMATS = ("fp8", "int4")
 def runnable_nearby(scenario: ServeScenario, gpus: list[str], *,
                     base_dir: Path | None = None, arch=None, limit: int = 3
                     ) -> list[Deployment]:
-    """For each of `gpus` (the searched accelerators with a price), the fewest GPUs per replica that can hold the model
-    (TP over the powers of two within its scale-up domain, so that a replica's TP stays on
-    NVLink) in any of the searched weight formats or the smaller fp8 and int4, and the
-    fewest in a searched format if that takes more. Only memory and divisibility are
-    judged (resolve), not the SLOs; the `limit` with the fewest GPUs."""
+    """For each of `gpus` (the searched accelerators with a price), the fewest GPUs per
+    replica that can hold the model (TP over the powers of two within its scale-up domain,
+    so that a replica's TP stays on NVLink) in any of the searched weight formats or the
+    smaller fp8 and int4, and the fewest in a searched format if that takes more. Only
+    memory and divisibility are judged (resolve), not the SLOs; the `limit` with the
+    fewest GPUs."""
     space = scenario.search
     formats = tuple(dict.fromkeys((*space.weight_dtypes, *PORTABLE_FORMATS)))
     found = []

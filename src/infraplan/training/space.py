@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -66,13 +67,17 @@ class Space:
     a time."""
 
     outer: dict[str, np.ndarray]
-    inner: dict[str, np.ndarray]  # the inner product grid, flattened (C order)
     inner_axes: dict[str, np.ndarray]  # each inner knob's values, in the grid's axis order
     candidates: int  # size of the product before any pruning
     num_layers: int
     global_batch: int
     zero_free: bool = False  # ZeRO-0 is allowed: ZeRO >= 1 over one DP x CP rank repeats it
     expert_width: int = 0  # the routed experts' intermediate size (0: dense model)
+
+    @cached_property
+    def inner(self) -> dict[str, np.ndarray]:
+        """The inner knobs' product grid, flattened (C order: the last axis fastest)."""
+        return _product(**self.inner_axes)
 
     @property
     def outer_rows(self) -> int:
@@ -130,7 +135,7 @@ class Space:
             # out of DP x CP; a folded etp divides tp, and etp x EP the stage's tp x dp x cp
             etp = np.where(i["etp"] == 0, o["tp"], i["etp"])
             # an explicit etp = tp repeats etp 0 (= tp) when that is among the values
-            distinct = (i["etp"] < o["tp"]) if (self.inner["etp"] == 0).any() else True
+            distinct = (i["etp"] < o["tp"]) if (self.inner_axes["etp"] == 0).any() else True
             ok = ok & ((i["etp"] == 0) | (distinct & (o["tp"] % etp == 0)))
             grid = np.where(i["etp"] == 0, (o["dp"] * o["cp"]) % i["ep"],
                             (o["tp"] * o["dp"] * o["cp"]) % (etp * i["ep"]))
@@ -192,8 +197,7 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
         ("zero", knobs.zero), ("mb", knobs.micro_batch), ("recompute", knobs.recompute),
         ("sp", knobs.sequence_parallel), ("vp", knobs.vp), ("ep", ep_values),
         ("tp_overlap", knobs.tp_overlap), ("ep_overlap", ep_overlap), ("etp", etp_values))}
-    inner_axes = _product(**axes)
-    return Space(outer=o, inner=inner_axes, inner_axes=axes, candidates=candidates,
+    return Space(outer=o, inner_axes=axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,
                  zero_free=0 in knobs.zero,
                  expert_width=arch.moe.expert.intermediate_size if arch.is_moe else 0)
