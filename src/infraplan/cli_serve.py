@@ -57,6 +57,7 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
+    from infraplan.models import uncounted_notes
     from infraplan.report.serving import simulation_report
     from infraplan.serving.metrics import require_completions, summarize
     from infraplan.serving.simulate import simulate
@@ -75,10 +76,12 @@ def run_simulate_serve(args) -> int:
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}; seed {scenario.seed}")
-    data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(),
+    notes = uncounted_notes(r.arch)
+    data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(), "notes": notes,
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
     return emit(args, "simulate_serve", data,
-                lambda: simulation_report(scenario.name or scenario.model, describe, summary),
+                lambda: simulation_report(scenario.name or scenario.model, describe, summary,
+                                          notes),
                 lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
                 f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
                 f"{summary['tpot_s']['p99']:.3g} s, " + (

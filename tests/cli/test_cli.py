@@ -117,6 +117,35 @@ def test_model_flops_default_to_the_models_own_context(capsys):
     assert data["text"].endswith("note: " + data["notes"][0])
 
 
+LLAVA = {"model_type": "llava",
+         "text_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+                         "num_hidden_layers": 32, "num_attention_heads": 32,
+                         "vocab_size": 32064, "max_position_embeddings": 4096},
+         "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024,
+                           "num_hidden_layers": 24, "intermediate_size": 4096}}
+
+
+def test_a_multimodal_checkpoints_tower_is_named_wherever_its_model_is(tmp_path, capsys):
+    """LLaVA 1.5 7B's language model is planned; its CLIP ViT-L tower (24 x (4 x 1024^2
+    + 2 x 1024 x 4096) = 0.30B parameters, 4% of 6.74B) was left out without a word."""
+    config = tmp_path / "llava.json"
+    config.write_text(json.dumps(LLAVA))
+    note = ("the vision tower (clip_vision_model, 24 layers, hidden 1024; about 0.30B "
+            "parameters, 4% of the language model's) is not counted: infraplan plans the "
+            "language model of a multimodal checkpoint")
+    code, out, _ = run(capsys, "model", str(config))
+    assert code == 0 and out.strip().endswith("note: " + note)
+    code, out, _ = run(capsys, "memory", "--model", str(config), "--gpu", "h100", "--json")
+    assert code == 0 and note in json.loads(out)["notes"]
+    scenario = tmp_path / "serve.yaml"
+    scenario.write_text(f"model: {config}\ndeployment: {{gpu: h100}}\ntraffic: "
+                        "{num_requests: 20, arrival: {kind: poisson, rate_per_s: 1}, input: "
+                        "{kind: fixed, value: 100}, output: {kind: fixed, value: 10}}\n")
+    code, out, _ = run(capsys, "simulate", "serve", str(scenario))
+    assert code == 0 and out.strip().endswith("note: " + note)
+    assert "per GPU-hour, 1 GPU)" in out  # it read "1 GPUs"
+
+
 def test_a_model_folder_is_named_after_itself(tmp_path, capsys):
     folder = tmp_path / "my-llama"
     folder.mkdir()

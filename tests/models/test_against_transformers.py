@@ -284,3 +284,21 @@ def test_a_multimodal_checkpoint_is_planned_as_its_language_model():
     language = sum(p.numel() for p in build(text).parameters())
     counts = param_counts(arch_from_config(wrapper.to_dict(), name="g3", origin="g3"))
     assert counts.total == language < with_vision
+
+
+def test_a_multimodal_checkpoints_vision_tower_is_estimated_as_a_floor_within_a_tenth():
+    """The tower is not planned, but its note gives its size: the ViT-layer estimate
+    (4h^2 + 2hf per layer) leaves out biases, norms, the patch embedding and the projector,
+    so it is below the real tower, by less than a tenth at this shape."""
+    text = dict(TINY["gemma3_text"])
+    vision = dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+                  num_attention_heads=4, image_size=28, patch_size=14,
+                  vision_use_head=False)  # as Gemma 3's own vision_config
+    wrapper = transformers.AutoConfig.for_model("gemma3", text_config=text,
+                                                vision_config=vision).to_dict()
+    tower = sum(p.numel() for p in build(wrapper).parameters()) - \
+        sum(p.numel() for p in build(text).parameters())
+    [estimate] = arch_from_config({**wrapper, "quantization_config": {"quant_method": "fp8"}},
+                                  name="g3", origin="g3").towers
+    assert estimate.kind == "vision" and estimate.layers == 4 and estimate.hidden_size == 256
+    assert 0.9 * tower < estimate.params_estimate < tower

@@ -17,13 +17,13 @@ from infraplan.models.families import FAMILIES, arch_from_config
 from infraplan.models.flops import (forward_flops_per_sequence, forward_flops_per_token, gemms,
                                     matmul_flops_per_token, training_flops_per_sequence)
 from infraplan.models.kv_cache import kv_cache_bytes, kv_cache_bytes_per_token
-from infraplan.models.params import ParamCounts, param_counts
+from infraplan.models.params import ParamCounts, param_counts, uncounted_notes
 
 __all__ = [
     "AttentionSpec", "MlpSpec", "ModelArch", "MoeSpec", "ParamCounts", "FAMILIES",
     "load_model", "read_config", "param_counts", "gemms", "matmul_flops_per_token",
     "forward_flops_per_sequence", "forward_flops_per_token", "training_flops_per_sequence",
-    "kv_cache_bytes", "kv_cache_bytes_per_token",
+    "kv_cache_bytes", "kv_cache_bytes_per_token", "uncounted_notes",
 ]
 
 

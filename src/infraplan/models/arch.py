@@ -79,6 +79,17 @@ class MoeSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Tower:
+    """An encoder beside the language model in a multimodal checkpoint (its vision_config or
+    audio_config): reported with an estimate of its size, not planned."""
+    kind: str  # vision | audio: the config key without "_config"
+    model_type: str
+    layers: int | None
+    hidden_size: int | None
+    params_estimate: int | None  # None when the config gives no layer shapes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelArch:
     name: str
     family: str
@@ -103,6 +114,7 @@ class ModelArch:
     moe: MoeSpec | None = None
     moe_layers: tuple[int, ...] = ()  # indices of the layers whose FFN is the MoE block
     mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules: reported, not counted
+    towers: tuple[Tower, ...] = ()  # a multimodal checkpoint's encoders: reported, not counted
     hidden_dropout: float = 0.0  # dropout on embeddings and after attention / MLP (GPT-2: 0.1)
     attention_dropout: float = 0.0  # dropout on the attention probabilities
     dtype: str = "bf16"  # the checkpoint's dtype from config.json

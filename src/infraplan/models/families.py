@@ -9,10 +9,11 @@ that `transformers` would use.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from infraplan.errors import InputError
-from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec
+from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec, Tower
 from infraplan.models import families_gpt as gpt
 from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
@@ -181,6 +182,36 @@ def _family_of_class(raw: Mapping[str, Any]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def _positive_int(raw: Mapping[str, Any], *keys: str) -> int | None:
+    value = next((raw[k] for k in keys if raw.get(k) is not None), None)
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
+    return value if ok else None
+
+
+def _towers(raw: Mapping[str, Any]) -> tuple[Tower, ...]:
+    """The encoders beside `text_config` (vision_config, audio_config), each with an estimate
+    of its parameters: a ViT encoder layer holds Q, K, V and O (4h^2) and a two-matrix MLP
+    (2hf, f = 4h when the config gives no width); biases, norms, the patch embedding and the
+    projector into the language model add a few percent, and a gated MLP (Pixtral) a third
+    matrix, so the estimate is a floor."""
+    towers = []
+    for key, sub in raw.items():
+        if key == "text_config" or not key.endswith("_config") or not isinstance(sub, Mapping):
+            continue
+        layers = _positive_int(sub, "num_hidden_layers", "depth", "num_layers")
+        hidden = _positive_int(sub, "hidden_size", "embed_dim", "d_model", "width")
+        ffn = _positive_int(sub, "intermediate_size", "encoder_ffn_dim") or \
+            (4 * hidden if hidden else None)
+        estimate = layers * (4 * hidden**2 + 2 * hidden * ffn) if layers and hidden else None
+        model_type = sub.get("model_type")
+        if layers is None and not isinstance(model_type, str):
+            continue  # not an encoder (a quantization_config, say)
+        towers.append(Tower(kind=key.removesuffix("_config"),
+                            model_type=model_type if isinstance(model_type, str) else "",
+                            layers=layers, hidden_size=hidden, params_estimate=estimate))
+    return tuple(towers)
+
+
 def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelArch:
     """The architecture of a config dict; an unknown model_type lists the families."""
     if not isinstance(raw, Mapping):
@@ -191,8 +222,10 @@ def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> Model
     text = raw.get("text_config")
     if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):
         # a multimodal checkpoint (Gemma 3, Llama 4, Mistral 3): plan its language model;
-        # the vision tower is small beside it and is not counted
-        return FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"), name)
+        # its vision (or audio) tower is reported with an estimate of its size, not counted
+        language = FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"),
+                                                name)
+        return replace(language, towers=_towers(raw))
     if not _known(model_type):
         what = f"unsupported model_type {model_type!r}" if model_type is not None else \
             "no model_type" + (f", and its architectures {raw['architectures']!r} name no "

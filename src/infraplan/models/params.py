@@ -160,3 +160,20 @@ class ParamCounts:
 
 def param_counts(arch: ModelArch) -> ParamCounts:
     return ParamCounts(arch)
+
+
+def uncounted_notes(arch: ModelArch) -> list[str]:
+    """What the counts leave out: a multimodal checkpoint's encoders, each with the estimate
+    of its size that families._towers made (two figures: it is a floor, not a count)."""
+    language = param_counts(arch).total
+    notes = []
+    for tower in arch.towers:
+        shape = ", ".join(part for part in (
+            tower.model_type, tower.layers and f"{tower.layers} layers",
+            tower.hidden_size and f"hidden {tower.hidden_size}") if part) or "no shape given"
+        if tower.params_estimate:
+            shape += (f"; about {tower.params_estimate / 1e9:.2f}B parameters, "
+                      f"{tower.params_estimate / language:.0%} of the language model's")
+        notes.append(f"the {tower.kind} tower ({shape}) is not counted: infraplan plans the "
+                     "language model of a multimodal checkpoint")
+    return notes

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
+from infraplan.models import uncounted_notes
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.serving.metrics import latencies, require_completions, summarize
@@ -153,7 +154,9 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("accelerators", dep.num_gpus, f"{dep.num_gpus:,} x {gpu}"),
             item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
             item("requests simulated", summary["requests"], f"{summary['requests']:,}")],
-            paragraphs=[f"Simulated: {sim['label']}."])
+            # a plan's notes name the model's uncounted towers in Yield; a lone simulation here
+            paragraphs=[f"Simulated: {sim['label']}.",
+                        *(uncounted_notes(result.replica.arch) if plan is None else ())])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
             item("output tokens per second", t["output_tokens_per_s"],

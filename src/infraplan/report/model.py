@@ -5,7 +5,7 @@ from __future__ import annotations
 from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes,
                               kv_cache_bytes_per_token, load_model, matmul_flops_per_token,
                               param_counts, training_flops_per_sequence)
-from infraplan.training.memory import context_notes
+from infraplan.training.memory import model_notes
 from infraplan.units import format_count
 
 DEFAULT_SEQ_LEN = 4096  # FLOPs per token are quoted at this length, or the model's context
@@ -39,7 +39,7 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
         "forward_flops_per_token": forward, "training_flops_per_token": float(training),
         "kv_cache_bytes_per_token": kv,
         "max_position_embeddings": arch.max_position_embeddings,
-        "notes": context_notes(arch, seq_len),
+        "notes": model_notes(arch, seq_len),
     }
     moe = arch.moe
     lines = [

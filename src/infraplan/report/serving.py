@@ -13,7 +13,7 @@ def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
 
 
-def simulation_report(name: str, describe: str, s: dict) -> str:
+def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) -> str:
     t, kv = s["throughput"], s["kv_cache"]
     lines = [f"{name}: {describe}",
              f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
@@ -40,7 +40,9 @@ def simulation_report(name: str, describe: str, s: dict) -> str:
     if "cost" in s:
         c = s["cost"]
         lines.append(f"cost: ${c['usd_per_million_output_tokens']:,.3f} per million output "
-                     f"tokens (${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} GPUs)")
+                     f"tokens (${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} "
+                     f"GPU{'s' if s['num_gpus'] > 1 else ''})")
+    lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
 

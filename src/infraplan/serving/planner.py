@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from infraplan.errors import InputError
+from infraplan.models import load_model, uncounted_notes
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.nearby import runnable_nearby
@@ -229,7 +230,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                                                     cand.deployment.num_gpus)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
-    notes = [f"planned for {rate:.3g} requests/s"]
+    notes = [f"planned for {rate:.3g} requests/s",
+             *uncounted_notes(arch or load_model(scenario.model, base_dir=base_dir))]
     if not slo.given():  # then only keeping up counts: the queue may be long, not growing
         notes.append("no SLO set: the cheapest configuration that keeps up with the traffic, "
                      "at any latency (set slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)")

@@ -10,7 +10,7 @@ import numpy as np
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
-from infraplan.models import load_model, param_counts
+from infraplan.models import load_model, param_counts, uncounted_notes
 from infraplan.models.arch import ModelArch
 from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
@@ -110,13 +110,14 @@ def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
     return notes
 
 
-def context_notes(arch: ModelArch, seq_len: int) -> list[str]:
-    """A note when sequences run past the positions the model was configured for (the
-    numbers still follow, but the model was not trained at that length)."""
-    if seq_len <= arch.max_position_embeddings:
-        return []
-    return [f"seq_len {seq_len} exceeds the model's max_position_embeddings "
-            f"{arch.max_position_embeddings}"]
+def model_notes(arch: ModelArch, seq_len: int) -> list[str]:
+    """What the numbers leave out: sequences past the positions the model was configured
+    for (the numbers still follow, but the model was not trained at that length), and a
+    multimodal checkpoint's encoders (only its language model is planned)."""
+    notes = [] if seq_len <= arch.max_position_embeddings else [
+        f"seq_len {seq_len} exceeds the model's max_position_embeddings "
+        f"{arch.max_position_embeddings}"]
+    return notes + uncounted_notes(arch)
 
 
 def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: ParallelPlan,
@@ -131,7 +132,7 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     notes = _check_options(options, accelerator)
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
                    kernels=options.kernels)
-    notes += context_notes(arch, options.seq_len)
+    notes += model_notes(arch, options.seq_len)
     out = training_memory_arrays(
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         etp=plan.expert_tp, zero=plan.zero, vp=plan.vp,

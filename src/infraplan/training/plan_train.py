@@ -11,7 +11,7 @@ from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
 from infraplan.training.evaluate import AUTO_RECOMPUTE, PlanResult, TrainingJob
-from infraplan.training.memory import context_notes
+from infraplan.training.memory import model_notes
 from infraplan.training.search import SearchResult, search
 from infraplan.training.space import Knobs
 from infraplan.workloads import TrainScenario
@@ -103,7 +103,7 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     if job.tokens:
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
-    result.notes += context_notes(arch, t.seq_len)
+    result.notes += model_notes(arch, t.seq_len)
     if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
