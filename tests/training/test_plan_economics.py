@@ -129,3 +129,10 @@ def test_limits_met_one_at_a_time_but_not_together_are_named_together():
         f"deadline ({days:,.1f} days, the best within the other limits) misses it by "
         f"{days - 1:+.0%}; the plan closest to the USD budget (${usd:,.0f}, the best within "
         f"the other limits) misses it by {usd / 1000 - 1:+.0%};")
+
+
+def test_a_deadline_under_a_day_is_quoted_in_hours():
+    """deadline_days: 0.001 (86.4 s) was quoted as '(0.0 days)'."""
+    with pytest.raises(InputError) as info:
+        plan_training(_mistral({"deadline_days": 0.001}))
+    assert "times it (0.024 hours); relax the limits" in str(info.value)

@@ -409,6 +409,7 @@ def _miss(column: str, limit: float, best: float) -> str:
 
 
 def _format(column: str, value: float) -> str:
-    return {"time_to_train_s": f"{value / 86400:,.1f} days",
+    days = f"{value / 86400:,.1f} days" if value >= 86400 else f"{value / 3600:,.3g} hours"
+    return {"time_to_train_s": days,  # a deadline under a day read "0.0 days"
             "gpu_hours": f"{value:,.0f} GPU-hours",
             "cost_usd": f"${value:,.0f}"}[column]
