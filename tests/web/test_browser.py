@@ -4,6 +4,7 @@ Screenshots land in tests/web/artifacts/ (git-ignored)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -172,6 +173,23 @@ def test_upload_config(browser, live_server, tmp_path):
     text = page.locator('#inspect [data-label="parameters"] dd').inner_text()
     assert text.startswith(f"{counts.total:,}") and f"{counts.active:,} active" in text
     page.screenshot(path=str(ARTIFACTS / "home-desktop.png"), full_page=True)
+    page.close()
+    assert not errors
+
+
+def test_an_uploaded_multimodal_config_names_its_uncounted_tower(browser, live_server,
+                                                                 tmp_path):
+    """The inspect box showed the language model's counts and nothing of the vision tower."""
+    from tests.cli.test_cli import LLAVA
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAVA))
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/")
+    page.set_input_files("#config-file", str(config))
+    page.wait_for_selector('#inspect [data-label="note"]')
+    note = page.locator('#inspect [data-label="note"] dd').inner_text()
+    assert note.startswith("the vision tower (clip_vision_model, 24 layers, hidden 1024;")
     page.close()
     assert not errors
 

@@ -169,6 +169,8 @@
       ['training FLOPs per token', (a.training_flops_per_token / 1e9).toFixed(2) + ' GFLOP'],
       ['KV cache per token (bf16)',
         (a.kv_cache_bytes_per_token.bf16 / 1024).toFixed(1) + ' KiB']];
+    // what the numbers leave out (a vision tower, a context past the model's)
+    a.notes.forEach(function (n) { rows.push(['note', n]); });
     var dl = document.createElement('dl');
     dl.className = 'items';
     rows.forEach(function (r) {
