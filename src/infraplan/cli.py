@@ -77,7 +77,7 @@ def _add_memory(sub) -> None:
         p.add_argument(f"--{name}", type=_positive_int, help=text)
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP)")
     p.add_argument("--recompute", choices=["none", "selective", "full"])
-    p.add_argument("--recompute-fraction", type=float,
+    p.add_argument("--recompute-fraction", type=_number(0, above=True, high=1),
                    help="with --recompute full: share of each stage's layers recomputed "
                         "(the rest selective), e.g. 0.25")
     p.add_argument("--sequence-parallel", action="store_true", default=None)
@@ -109,20 +109,29 @@ def _memory_flags(args) -> dict:
 
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
-    from infraplan.training.fit_check import (fit_check, memory_overrides,
+    from infraplan.training.fit_check import (CONTEXT_FLAGS, fit_check, memory_overrides,
                                               refuse_ignored_flags, scenario_from_flags)
     from infraplan.workloads import MemoryScenario, load_scenario
 
     flags = _memory_flags(args)
-    if args.scenario:
-        scenario = load_scenario(args.scenario, MemoryScenario, memory_overrides(flags))
-    else:
+    if not args.scenario:
         for flag in ("model", "gpu"):
             if getattr(args, flag) is None:
                 raise InputError(f"--{flag} is required without a scenario file",
                                  fix=f"pass --{flag} or a scenario YAML")
-        scenario = scenario_from_flags(flags)
+
+    def scenario_of(values):
+        return load_scenario(args.scenario, MemoryScenario, memory_overrides(values)) \
+            if args.scenario else scenario_from_flags(values)
+
+    # a flag that needs another (--lora-rank needs --finetune lora) is refused in flag terms
+    # before the scenario's own check refuses it in field terms; the flags it needs are
+    # not among those it sets, so the scenario without it decides
+    needing = {name: None for name in CONTEXT_FLAGS if flags.get(name) is not None}
+    scenario = scenario_of({**flags, **needing})
     refuse_ignored_flags(flags, scenario)
+    if needing:
+        scenario = scenario_of(flags)
     check = fit_check(scenario)
     report = check.report
     return emit(args, "memory", check.to_json(),

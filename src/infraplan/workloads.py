@@ -184,7 +184,11 @@ def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
     return parse_spec(raw, model, path.name)
 
 
+DROP = object()  # an override that removes the file's key (see fit_check.memory_overrides)
+
+
 def apply_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
+    """`raw` with each dotted path set to its value; None leaves the path as it is."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     for dotted, value in overrides.items():
         if value is None:
@@ -195,7 +199,10 @@ def apply_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
             if not isinstance(node.get(part), dict):
                 node[part] = {}
             node = node[part]
-        node[leaf] = value
+        if value is DROP:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
     return out
 
 

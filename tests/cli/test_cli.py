@@ -194,6 +194,9 @@ BAD_INPUT = [
     (["simulate", "serve", str(ROOT / "examples" / "serve-llama8b-chat.yaml"), "--seed",
       "9" * 400], "argument --seed: must be at most 9,007,199,254,740,992, got a whole "
                   "number of about 400 digits"),
+    # it said "flags: parallelism.recompute_fraction must be <= 1"
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--recompute-fraction", "1.5"],
+     "argument --recompute-fraction: must be a finite number > 0 and <= 1, got 1.5"),
     (["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "9" * 5000],
      "argument --num-gpus: expected a whole number, got '9999999999999999999999999999999999999999'"
      "... (5,000 characters)"),
@@ -363,8 +366,12 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("flags, fragment", [
-    (["--recompute-fraction", "0.5"], "recompute_fraction applies only with recompute: full"),
-    (["--lora-rank", "8"], "lora_rank applies only with method lora or qlora"),
+    # in flag terms; they were refused in the scenario's ("flags: finetune lora_rank
+    # applies only with method lora or qlora"), with no fix
+    (["--recompute-fraction", "0.5"], "--recompute-fraction applies only to full recompute "
+                                      "(it would be ignored). To fix: add --recompute full"),
+    (["--lora-rank", "8"], "--lora-rank applies only to a LoRA or QLoRA fine-tune (it would "
+                           "be ignored). To fix: add --finetune lora (or qlora)"),
     # at their default values the scenario's check (which a dumped file must pass) let
     # these through, and the flag was ignored
     (["--lora-rank", "16"], "--lora-rank applies only to a LoRA or QLoRA fine-tune (it would "
@@ -379,6 +386,23 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
 def test_memory_flags_that_would_be_ignored_are_refused(capsys, flags, fragment):
     code, _, err = run(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100", *flags)
     assert code == 2 and fragment in err
+
+
+def test_a_flag_that_leaves_a_context_drops_the_files_settings_of_it(tmp_path, capsys):
+    """--finetune full on a QLoRA scenario was refused: the file's lora_rank "applies only
+    with method lora or qlora"; the flag's full fine-tune is what was asked. So with
+    --recompute selective over a file's recompute_fraction."""
+    qlora = ROOT / "examples" / "memory-llama-3.1-8b-qlora.yaml"
+    code, out, _ = run(capsys, "memory", str(qlora), "--finetune", "full", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["trainable_params_per_gpu"] == data["params_total"] > 8e9
+    partial = tmp_path / "partial.yaml"
+    partial.write_text("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 4096}\n"
+                       "parallelism: {recompute: full, recompute_fraction: 0.5}\n")
+    code, out, _ = run(capsys, "memory", str(partial), "--recompute", "selective")
+    assert code == 0 and "recompute=selective" in out
+    code, _, err = run(capsys, "memory", str(qlora), "--finetune", "full", "--lora-rank", "8")
+    assert code == 2 and err.startswith("error: --lora-rank applies only to a LoRA or QLoRA")
 
 
 def test_a_pinned_sequence_parallel_needs_tensor_parallel():

@@ -30,21 +30,30 @@ FLAG_PATHS = {
 }
 
 
-def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Knob values by flag name -> dotted scenario paths (None: not given, left as is)."""
-    return {path: values.get(name) for name, path in FLAG_PATHS.items()}
-
-
-# flags that mean something only in a context: (is the context there, what it is, the flag
-# that sets it up)
+# flags that mean something only in a context: (the flag that sets the context, whether its
+# value is that context, what the context is, how to set it up)
 CONTEXT_FLAGS = {
-    "lora_rank": (lambda s: s.finetune.method != "full", "a LoRA or QLoRA fine-tune",
+    "lora_rank": ("finetune", lambda method: method != "full", "a LoRA or QLoRA fine-tune",
                   "--finetune lora (or qlora)"),
-    "lora_targets": (lambda s: s.finetune.method != "full", "a LoRA or QLoRA fine-tune",
+    "lora_targets": ("finetune", lambda method: method != "full", "a LoRA or QLoRA fine-tune",
                      "--finetune lora (or qlora)"),
-    "recompute_fraction": (lambda s: s.parallelism.recompute == "full", "full recompute",
-                           "--recompute full"),
+    "recompute_fraction": ("recompute", lambda recompute: recompute == "full",
+                           "full recompute", "--recompute full"),
 }
+
+
+def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Knob values by flag name -> dotted scenario paths (None: not given, left as is). A
+    flag that leaves a context (--finetune full) drops the file's settings of that context
+    (its lora_rank), which would otherwise be refused as ignored."""
+    from infraplan.workloads import DROP
+
+    out = {path: values.get(name) for name, path in FLAG_PATHS.items()}
+    for name, (setter, applies, _, _) in CONTEXT_FLAGS.items():
+        if values.get(setter) is not None and not applies(values[setter]) and \
+                values.get(name) is None:
+            out[FLAG_PATHS[name]] = DROP
+    return out
 
 
 def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
@@ -53,8 +62,10 @@ def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
     for one given outside the context it needs, which would be ignored."""
     from infraplan.errors import InputError
 
-    for name, (applies, context, setup) in CONTEXT_FLAGS.items():
-        if values.get(name) is not None and not applies(scenario):
+    for name, (setter, applies, context, setup) in CONTEXT_FLAGS.items():
+        section, field = FLAG_PATHS[setter].split(".")
+        if values.get(name) is not None and not applies(getattr(getattr(scenario, section),
+                                                                field)):
             flag = "--" + name.replace("_", "-")
             raise InputError(f"{flag} applies only to {context} (it would be ignored)",
                              fix=f"add {setup}, or drop {flag}")
