@@ -260,3 +260,26 @@ def test_text_output_names_the_scan_seed_and_keeps_the_digits_that_differ(tmp_pa
                        out)
     walls = [data["strategies"][k]["wall_s"]["mean"] for k in ("spot", "on_demand")]
     assert longer and float(longer.group(1)) == round((walls[0] / walls[1] - 1) * 100, 1)
+
+
+@pytest.mark.parametrize("figure, band, fix", [
+    ("50%", ">20%", "or, for the figure itself, monthly_interrupted_fraction: 0.5"),
+    (12, "10-15%", "monthly_interrupted_fraction: 0.12"),  # a bare number >= 1: percent
+    (0.12, "10-15%", "monthly_interrupted_fraction: 0.12"),  # below 1: a fraction
+    ("10 %", "10-15%", "monthly_interrupted_fraction: 0.1"),  # a bound opens the band above
+    ("4.9%", "<5%", "monthly_interrupted_fraction: 0.049"),
+    (150, ">20%", "(150% is more than every instance: a monthly share is at most 100%)"),
+])
+def test_an_advisor_band_given_as_a_figure_names_the_band_that_holds_it(tmp_path, capsys,
+                                                                       figure, band, fix):
+    """'50%' was answered "did you mean '5-10%'?", a band that does not hold it."""
+    import yaml
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "run": {"spot": {"advisor_band": figure}}}))
+    assert main(["simulate", "train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "run.spot.advisor_band must be one of the Spot Instance Advisor's bands ('<5%', " \
+           "'5-10%', '10-15%', '15-20%', '>20%'), not a single figure" in err
+    assert f"to fix: write advisor_band: '{band}'" in err and fix in err
+    assert err.count("\n") == 1

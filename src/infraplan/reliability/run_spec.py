@@ -8,6 +8,8 @@ collective is found when PyTorch's NCCL process-group timeout fires, 10 minutes 
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -22,9 +24,11 @@ from infraplan.reliability.spot import (
     AWS_ADVISOR_BANDS,
     DEFAULT_DISCOUNT,
     SpotModel,
+    advisor_band_of,
     rate_from_monthly_fraction,
 )
 
+FIGURE = re.compile(r"\d+(\.\d*)?\s*%?")  # '12%', '12.5 %', '12': a figure, not a band
 FAILURE_DETECTION_S = 600.0  # PyTorch's default NCCL process-group timeout (10 min)
 
 
@@ -89,6 +93,29 @@ class SpotSpec(_Spec):
                              fix="give run.spot.usd_per_gpu_hour or run.spot.discount below "
                                  "on-demand, or drop spot from run.strategies")
         return price, source
+
+    @field_validator("advisor_band", mode="before")
+    @classmethod
+    def _a_band_not_a_figure(cls, value: Any) -> Any:
+        """'50%' is a figure, not one of the bands: name the band that holds it, and the
+        field that takes a figure (a bare number >= 1 is read as percent, below 1 as a
+        fraction)."""
+        text = value.strip() if isinstance(value, str) else None
+        if text is not None and FIGURE.fullmatch(text):
+            percent = float(text.rstrip("%").strip())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                0 <= value < math.inf:
+            percent = value if value >= 1 else value * 100
+        else:
+            return value
+        bands = ", ".join(repr(band) for band in AWS_ADVISOR_BANDS)
+        band = f"write advisor_band: '{advisor_band_of(percent)}'"
+        raise InputError(f"must be one of the Spot Instance Advisor's bands ({bands}), "
+                         "not a single figure",
+                         fix=f"{band} (the band that holds {percent:g}%), or, for the figure "
+                             f"itself, monthly_interrupted_fraction: {percent / 100:.4g}"
+                         if percent < 100 else f"{band} ({percent:g}% is more than every "
+                                               "instance: a monthly share is at most 100%)")
 
     @model_validator(mode="after")
     def _one_preemption_rate(self) -> SpotSpec:

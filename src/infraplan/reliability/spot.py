@@ -40,6 +40,22 @@ AWS_ADVISOR_BANDS = {"<5%": 0.025, "5-10%": 0.075, "10-15%": 0.125, "15-20%": 0.
                      ">20%": 0.25}
 
 
+def advisor_band_of(percent: float) -> str:
+    """The Spot Instance Advisor band that holds a monthly interruption figure in percent,
+    read from the bands' own labels ('<5%', '5-10%', '>20%'); a bound opens the band above."""
+    for band in AWS_ADVISOR_BANDS:
+        label = band.rstrip("%")
+        if label.startswith("<"):
+            low, high = 0.0, float(label[1:])
+        elif label.startswith(">"):
+            low, high = float(label[1:]), math.inf
+        else:
+            low, high = (float(x) for x in label.split("-"))
+        if low <= percent < high:
+            return band
+    raise ValueError(f"no band holds {percent}%")
+
+
 def rate_from_monthly_fraction(fraction: float) -> float:
     """Preemptions per node-second from the fraction of instances interrupted in a month.
 
