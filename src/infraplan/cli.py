@@ -145,6 +145,8 @@ def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list what the shipped catalog holds")
     p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage",
                                     "engines", "offers", "prices"])
+    p.add_argument("--gpu", help="offers and prices: one accelerator's (name or alias), "
+                                 "cheapest first")
     add_output_flags(p)
     p.set_defaults(run=_run_catalog)
 
@@ -152,11 +154,20 @@ def _add_catalog(sub) -> None:
 def _run_catalog(args) -> int:
     from infraplan.report import catalog
 
-    _, rows, records = catalog.LISTINGS[args.kind]()
+    priced = args.kind in ("offers", "prices")
+    if args.gpu is not None and not priced:
+        raise InputError(f"--gpu picks one accelerator's offers; catalog {args.kind} lists "
+                         "every row", fix=f"drop --gpu, or run: infraplan catalog offers "
+                                          f"--gpu {args.gpu}")
+    listing = catalog.offers(args.gpu) if priced else catalog.LISTINGS[args.kind]()
+    _, rows, records = listing
     # --quiet: one row a line, its name alone (an offer: provider, instance type, region),
     # for scripts such as: for gpu in $(infraplan catalog gpus -q); do ...
-    key = (0, 1, 4) if args.kind in ("offers", "prices") else (0,)
-    return emit(args, "catalog", records, lambda: catalog.render(args.kind),
+    key = (0, 1, 4) if priced else (0,)
+    what = f"{args.kind} of {rows[0][2]}" if args.gpu is not None else None
+    return emit(args, "catalog", records, lambda: "\n".join(filter(None, (
+        catalog.render(args.kind, listing, what),
+        args.gpu and catalog.sibling_offers(args.gpu)))),
                 lambda: "\n".join(" ".join(str(row[i]) for i in key) for row in rows))
 
 

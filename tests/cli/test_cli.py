@@ -417,3 +417,36 @@ def test_model_seq_len_is_bounded_like_a_scenario(capsys):
     """A 25-digit --seq-len printed FLOP counts with 20 digits instead of an error."""
     code, _, err = run(capsys, "model", "llama-3.1-8b", "--seq-len", "1" + "0" * 24)
     assert code == 2 and "--seq-len must be <= 134,217,728" in err
+
+
+def test_catalog_offers_of_one_gpu_cheapest_first(capsys):
+    """`catalog offers --gpu h100`: that accelerator's offers alone (the alias resolved),
+    cheapest on-demand first, and the chip's other variants named (the NVL and PCIe cards
+    are priced apart)."""
+    from infraplan.economics.offers import load_offers
+
+    sold = [o for o in load_offers() if o.accelerator == "h100-sxm5-80gb"]
+    code, out, _ = run(capsys, "catalog", "offers", "--gpu", "h100", "--json")
+    items = json.loads(out)["items"]
+    assert code == 0 and len(items) == len(sold) > 1
+    assert {i["accelerator"] for i in items} == {"h100-sxm5-80gb"}
+    on_demand = [i["on_demand_usd_per_hour"] and i["on_demand_usd_per_hour"] / i["count"]
+                 for i in items]  # an instance's price, per GPU
+    priced = [p for p in on_demand if p is not None]
+    assert priced == sorted(priced) and on_demand[:len(priced)] == priced
+    code, out, _ = run(capsys, "catalog", "prices", "--gpu", "h100")
+    assert f"\n\n{len(sold)} prices of h100-sxm5-80gb; every row" in out
+    assert "other h100 variants offered: h100-nvl-94gb (" in out
+    code, out, _ = run(capsys, "catalog", "offers", "--gpu", "v100")
+    assert "\n\n1 offer of v100-sxm2-32gb; every row" in out  # not "1 offers"
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["offers", "--gpu", "h10"], "unknown accelerator 'h10'; did you mean 'h100-sxm5-80gb'"),
+    (["gpus", "--gpu", "h100"], "--gpu picks one accelerator's offers; catalog gpus lists "
+                                "every row. To fix: drop --gpu, or run: infraplan catalog "
+                                "offers --gpu h100"),
+])
+def test_catalog_gpu_filter_refuses_what_it_cannot_filter(capsys, argv, fragment):
+    code, _, err = run(capsys, "catalog", *argv)
+    assert code == 2 and fragment in err and err.count("\n") == 1

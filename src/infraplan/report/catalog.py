@@ -5,6 +5,7 @@ from __future__ import annotations
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import Engine, ReleaseRange
 from infraplan.economics.offers import load_offers
+from infraplan.errors import InputError
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
 from infraplan.units import GIGA, GiB, TERA, format_count
@@ -139,15 +140,28 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
-def offers() -> tuple[list[str], list[list], list[dict]]:
+def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
+    """Every offer in the table's order; with `gpu` (a name or alias), that accelerator's
+    alone, cheapest on-demand first (spot-only offers after, by spot price)."""
     headers = ["provider", "instance type", "accelerator", "count", "region", "$/GPU-h on-demand",
                "$/GPU-h spot", "$/GPU-h 1y", "$/GPU-h 3y", "observed", "estimate"]
 
     def price(value):
         return "-" if value is None else f"{value:.2f}"
 
+    table = load_offers()
+    if gpu is not None:
+        name = load_catalog().accelerators.get(gpu).name  # unknown: did you mean
+        table = sorted((o for o in table if o.accelerator == name), key=lambda o: (
+            o.on_demand_usd_per_gpu_hour is None,
+            o.on_demand_usd_per_gpu_hour or o.spot_usd_per_gpu_hour or 0.0))
+        if not table:
+            sold = sorted({o.accelerator for o in load_offers()})
+            raise InputError(f"no offer of {name} in the catalog",
+                             fix=f"name one of the accelerators offered: {', '.join(sold)}; "
+                                 "or add a row with its source to catalog/data/offers.csv")
     rows, data = [], []
-    for o in load_offers():
+    for o in table:
         rows.append([o.provider, o.instance_type, o.accelerator, o.count, o.region or "-",
                      price(o.on_demand_usd_per_gpu_hour), price(o.spot_usd_per_gpu_hour),
                      price(o.reserved_1y_usd_per_gpu_hour), price(o.reserved_3y_usd_per_gpu_hour),
@@ -156,14 +170,35 @@ def offers() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def sibling_offers(gpu: str) -> str:
+    """The other variants of a chip that the offers hold ('h100' names the SXM part; the
+    NVL and PCIe cards are priced apart), as a line for `catalog offers --gpu`."""
+    name = load_catalog().accelerators.get(gpu).name
+    family = name.split("-")[0]
+    counts: dict[str, int] = {}
+    for o in load_offers():
+        if o.accelerator != name and o.accelerator.split("-")[0] == family:
+            counts[o.accelerator] = counts.get(o.accelerator, 0) + 1
+    if not counts:
+        return ""
+    return (f"other {family} variants offered: "
+            + ", ".join(f"{g} ({n})" for g, n in sorted(counts.items()))
+            + "; list one with --gpu NAME")
+
+
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
             "storage": storage, "engines": engines, "offers": offers, "prices": offers}
 
 
-def render(kind: str) -> str:
-    headers, rows, _ = LISTINGS[kind]()
+def render(kind: str, listing: tuple | None = None, what: str | None = None) -> str:
+    """The table of `listing` (the kind's whole listing when None), counted as `what`."""
+    headers, rows, _ = listing or LISTINGS[kind]()
     numeric = [i for i, h in enumerate(headers) if any(u in h for u in (
         "GiB", "TB/s", "TFLOP", "W", "GB/s", "us", "ms", "$", "params", "active", "layers",
         "hidden", "context", "KV", "NICs", "max", "block", "overhead"))]
-    return table(headers, rows, align_right=numeric) + f"\n\n{len(rows)} {kind}; every row " \
+    label = what or kind
+    if len(rows) == 1 and label.split()[0].endswith("s"):  # "1 offer of v100-sxm2-32gb"
+        first, *rest = label.split(" ", 1)
+        label = " ".join([first[:-1], *rest])
+    return table(headers, rows, align_right=numeric) + f"\n\n{len(rows)} {label}; every row " \
         "has a source and a retrieval date (--json shows them)."
