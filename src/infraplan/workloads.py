@@ -18,7 +18,7 @@ from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError
 from infraplan.reliability.run_spec import RunSpec
 from infraplan.files import on_disk, read_user_file, too_big_to_read
-from infraplan.spec_checks import StrictNumbers, describe_errors, given
+from infraplan.spec_checks import FieldError, StrictNumbers, describe_errors, given
 
 
 # Bounds far above any real job, so that a typo (an extra zero run, 1e300) is refused with
@@ -318,6 +318,13 @@ class Pins(_Spec):
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("sequence_parallel splits activations over the tensor-parallel "
                              "ranks: it needs tp > 1")
+        # Megatron-LM's --tp-comm-overlap pipelines the sequence-parallel all-gathers and
+        # reduce-scatters with the GEMMs: it needs both (space.py's rule)
+        if self.tp_comm_overlap and (self.tp == 1 or self.sequence_parallel is False):
+            got = "tp: 1" if self.tp == 1 else "sequence_parallel: false"
+            raise FieldError("tp_comm_overlap", "overlaps the sequence-parallel collectives "
+                             f"with the GEMMs: it needs tp > 1 and sequence_parallel (got "
+                             f"{got})", fix=f"remove pin.tp_comm_overlap, or the pin {got}")
         return self
 
 

@@ -65,17 +65,64 @@ def test_pins_are_honoured_and_impossible_pins_explained():
         search(arch, ["h100"], Knobs(gpus=(8,), tp=(3,)), job)
 
 
+@pytest.mark.parametrize("model, pins, fixes", [
+    # TP, PP pinned and ZeRO-0: more GPUs add data-parallel replicas that each hold the
+    # whole model, and CP is already at its widest; "allow more GPUs" was the first fix
+    ("llama-3.1-70b", dict(tp=(1,), pp=(1,), zero=(0,)),
+     "To fix: unpin pin.tp and pin.pp so that model parallelism may split the weights, or "
+     "unpin pin.zero so that ZeRO-3 may shard the weights"),
+    # a dense model has no experts to split: its pinned EP is no lever
+    ("llama-3.1-70b", dict(tp=(1,), pp=(1,), zero=(0,), ep=(1,)),
+     "To fix: unpin pin.tp and pin.pp so that model"),
+    # the 1.7B model's states fit; its 256k-token activations need a CP wider than 8 GPUs
+    ("megatron-gpt-1.7b", dict(tp=(1,), pp=(1,), zero=(0,), recompute=(0.0,),
+                               seq_len=262144),
+     "To fix: allow more GPUs than 8 (hardware.max_count, or hardware.counts), or unpin "
+     "pin.tp and pin.pp"),
+    ("mixtral-8x7b", dict(tp=(1,), pp=(1,), ep=(1,), zero=(0,)),
+     "To fix: unpin pin.tp and pin.pp and pin.ep so that model parallelism"),
+])
+def test_when_nothing_fits_only_levers_that_shrink_the_plan_are_offered(model, pins, fixes):
+    seq_len = pins.pop("seq_len", 4096)
+    with pytest.raises(InputError) as info:
+        search(load_model(model), ["h100"], Knobs(gpus=(8,), **pins),
+               TrainingJob(seq_len=seq_len, global_batch=128))
+    assert str(info.value).startswith("no plan fits in memory") and fixes in str(info.value)
+
+
+def test_tp_comm_overlap_pinned_without_what_it_overlaps_is_refused():
+    """It ended in 'no combination of the allowed degrees divides the GPU counts, heads and
+    global batch'."""
+    from infraplan.spec_checks import FieldError
+    from infraplan.workloads import Pins
+
+    for pins, got in ((dict(tp=1), "tp: 1"), (dict(sequence_parallel=False),
+                                              "sequence_parallel: false")):
+        with pytest.raises(ValueError) as info:
+            Pins.model_validate({"tp_comm_overlap": True, **pins})
+        error = info.value.errors()[0]["ctx"]["error"]
+        assert isinstance(error, FieldError) and error.field == "tp_comm_overlap"
+        assert error.fix == f"remove pin.tp_comm_overlap, or the pin {got}"
+    assert Pins.model_validate({"tp_comm_overlap": True, "tp": 2}).tp_comm_overlap
+
+
 @pytest.mark.parametrize("model, pins, reason", [
     ("llama-3.1-70b", dict(tp=(3,)), "tp=3 does not divide the 64 attention heads"),
     ("llama-3.1-70b", dict(tp=(16,), pp=(1,), cp=(1,)),
      "tp=16 x pp=1 x cp=1 leaves no whole data-parallel degree"),
     ("llama-3.1-70b", dict(pp=(100,)), "pp=100 exceeds the 80 layers"),
-    ("llama-3.1-70b", dict(cp=(3,)), r"seq_len=4096 must be divisible by 2\*cp = 6"),
+    ("llama-3.1-70b", dict(cp=(3,)), r"seq_len=4096 must be divisible by 2\*cp = 6 \(load-"
+     r"balanced ring attention splits it in 2\*cp chunks\). To fix: use cp in 1, 2, 4, 8, 16,"
+     r" 32, 64, 128$"),
     ("llama-3.1-70b", dict(ep=(4,)), "ep=4 but llama-3.1-70b has no experts"),
     ("mixtral-8x7b", dict(ep=(16,)), "ep=16 does not divide the 8 experts"),
     ("llama-3.1-70b", dict(dp=(3,)), "dp=3: no TP x PP x CP split leaves it"),
     ("llama-3.1-70b", dict(micro_batch=(256,)),
-     "micro_batch=256: global_batch 128 is not a multiple of dp x micro_batch"),
+     r"micro_batch=256: global_batch 128 is not a multiple of dp x micro_batch for any "
+     r"data-parallel degree left \(1, 2, 4, 8\). To fix: pin micro_batch to one of 1, 2, 4, "
+     r"8, 16, 32$"),
+    ("llama-3.1-70b", dict(pp=(1,), vp=(2,)), "vp \\(virtual pipeline stages\\) > 1 needs pp > "
+     "1. To fix: set pp > 1 with it, or vp=1$"),
     ("llama-3.1-70b", dict(tp=(4,), pp=(2,), vp=(2,), micro_batch=(128,)),
      "vp=2: interleaving needs the micro-batches per step"),
 ])

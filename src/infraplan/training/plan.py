@@ -128,14 +128,20 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}")
     if plan.vp > 1:
         if plan.pp == 1:
-            raise PlanError("vp (virtual pipeline stages) > 1 needs pp > 1")
+            raise PlanError("vp (virtual pipeline stages) > 1 needs pp > 1",
+                            fix="set pp > 1 with it, or vp=1")
         if plan.pp * plan.vp > arch.num_layers:
             raise PlanError(f"pp*vp = {plan.pp * plan.vp} model chunks exceed the "
                             f"{arch.num_layers} layers", fix="lower vp")
     if plan.cp > 1:
         if seq_len % (2 * plan.cp):
+            # the degrees that split it: divisors of seq_len / 2 (the small ones: CP spans
+            # at most a few hundred GPUs)
+            fits = [c for c in range(1, 129) if seq_len % 2 == 0 and (seq_len // 2) % c == 0]
             raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {2 * plan.cp} "
-                            "(load-balanced ring attention splits it in 2*cp chunks)")
+                            "(load-balanced ring attention splits it in 2*cp chunks)",
+                            fix=f"use cp in {_show(fits)}" if len(fits) > 1 else
+                            "use cp=1, or an even seq_len")
         if kernels == "eager":
             raise PlanError("context parallelism needs fused (flash) attention kernels",
                             fix="use kernels=fused or cp=1")

@@ -164,7 +164,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
         if count == 0:
             raise InputError("no runnable plan: " + why_nothing_runs(
                 arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch))
-        raise _nothing_fits(evaluated, limits, knobs)
+        raise _nothing_fits(evaluated, limits, knobs, arch, job)
     results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
     frontier = [_result(arch, ev, i, job)
                 for ev, i in _frontier(evaluated, limits)]
@@ -333,12 +333,12 @@ def _knob_value(knob, value):
     return int(value)
 
 
-def _nothing_fits(evaluated, limits: _Limits, knobs: Knobs) -> InputError:
+def _nothing_fits(evaluated, limits: _Limits, knobs: Knobs, arch, job) -> InputError:
     mins = [(ev.out["memory_bytes"].min(), ev) for ev in evaluated if ev.out]
     need, ev = min(mins, key=lambda m: m[0])
     cap = ev.out["capacity_bytes"][0]
     if need > cap:
-        return _too_big(ev, need, cap, knobs)
+        return _too_big(ev, need, cap, knobs, arch, job)
     # A limit that every fitting plan misses is named with the plan closest to it; limits
     # that some plan meets are not to blame and are left out. When each limit alone is met
     # but no plan meets them all, each is named with the plan closest to it among those
@@ -372,11 +372,31 @@ def _nothing_fits(evaluated, limits: _Limits, knobs: Knobs) -> InputError:
                       f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
 
 
-def _too_big(ev: _Evaluated, need: float, cap: float, knobs: Knobs) -> InputError:
+def _too_big(ev: _Evaluated, need: float, cap: float, knobs: Knobs, arch: ModelArch,
+             job: TrainingJob) -> InputError:
     """No plan fits: name the smallest plan, and as fixes only the levers it does not pull
     already (a pinned ZeRO stage or recompute shows as unused) and accelerators with room."""
     plan = _plan_at(ev, int(np.argmin(ev.out["memory_bytes"])))
-    fixes = [f"allow more GPUs than {max(knobs.gpus)} (hardware.max_count, or hardware.counts)"]
+    # More GPUs shrink a plan's memory only through a knob that grows with them: model
+    # parallelism (TP, PP, EP) and ZeRO split the model states, CP the activations. With
+    # the first pinned and ZeRO-0, only a wider CP is left, and it helps only if the rest
+    # of the plan fits.
+    from infraplan.training.memory import training_memory
+
+    splitting = ("tp", "pp", "ep")[:3 if arch.is_moe else 2]
+    pinned = [f"pin.{k}" for k in splitting
+              if getattr(knobs, k) is not None and len(getattr(knobs, k)) == 1]
+    states_split = len(pinned) < len(splitting) or max(knobs.zero) > 0
+    smallest = training_memory(arch, ev.gpu, plan, job.memory_options(),
+                               global_batch=job.global_batch)
+    fixes = []
+    if states_split or (plan.cp < max(knobs.cp)
+                        and smallest.total_bytes - smallest.activations_bytes < cap):
+        fixes.append(f"allow more GPUs than {max(knobs.gpus)} (hardware.max_count, or "
+                     "hardware.counts)")
+    if pinned:
+        fixes.append(f"unpin {' and '.join(pinned)} so that model parallelism may split the "
+                     "weights")
     if 3 not in knobs.zero:
         fixes.append("unpin pin.zero so that ZeRO-3 may shard the weights")
     if not any(c >= 2 or c == AUTO_RECOMPUTE for c in knobs.recompute):  # 2: full

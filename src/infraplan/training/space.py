@@ -240,9 +240,13 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
     if "micro_batch" in pinned:
         mb, dps = pinned["micro_batch"], sorted({int(d) for d in space.outer["dp"]})
         if all(global_batch % (dp * mb) for dp in dps):
+            fits = sorted({m for dp in dps if global_batch % dp == 0
+                           for m in MICRO_BATCHES if (global_batch // dp) % m == 0})
             return (f"micro_batch={mb}: global_batch {global_batch} is not a multiple of "
                     f"dp x micro_batch for any data-parallel degree left "
-                    f"({', '.join(map(str, dps[:6]))})")
+                    f"({', '.join(map(str, dps[:6]))})"
+                    + (f". To fix: pin micro_batch to one of {', '.join(map(str, fits))}"
+                       if fits else ""))
     vp = pinned.get("vp", 1)
     if vp > 1:
         plain = build_space(arch, replace(knobs, vp=(1,)), seq_len=seq_len,
