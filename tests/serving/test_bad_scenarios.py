@@ -111,3 +111,40 @@ def test_engine_version_must_be_a_release_number():
                                               engine_version=version)).engine_version == version
     with pytest.raises(InputError, match=r"deployment\.engine_version"):
         Deployment.model_validate(dict(model="mistral-7b", gpu="h100", engine_version="0.7x"))
+
+
+@pytest.mark.parametrize("weight_dtype", ["fp8", "int8", "fp4"])
+def test_a_weight_format_vllm_has_no_kernel_for_on_volta_is_refused(tmp_path, capsys,
+                                                                    weight_dtype):
+    """fp8 weights on a V100 ran (vLLM's FP8 needs compute capability 7.5, its Marlin and
+    INT8 kernels 8.0 / 7.5): the fix names what runs there (fp16, int4; Volta has no bf16)."""
+    raw = copy.deepcopy(BASE)
+    raw["deployment"].update(gpu="v100", weight_dtype=weight_dtype)
+    code, err = _run(tmp_path, capsys, raw)
+    assert code == 2 and err == (
+        f"error: vllm has no {weight_dtype} weight kernel for v100-sxm2-32gb (volta). To fix: "
+        f"use weight_dtype fp16 or int4 there, or a newer accelerator for {weight_dtype}\n")
+    if weight_dtype == "fp8":
+        raw["deployment"]["gpu"] = "t4"  # Turing: FP8 Marlin, weight-only
+        assert _run(tmp_path, capsys, raw)[0] == 0
+
+
+def test_plan_serve_rejects_what_the_engine_cannot_run_with_the_reason(tmp_path, capsys):
+    raw = copy.deepcopy(BASE)
+    raw["search"] = {"gpus": ["v100", "a100"], "tp": [1], "weight_dtypes": ["fp8"]}
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    code, out = main(["plan", "serve", str(scenario)]), capsys.readouterr().out
+    assert code == 0
+    assert "1 x 1 x v100-sxm2-32gb fp8/kv bf16: vllm has no fp8 weight kernel for " \
+           "v100-sxm2-32gb (volta)" in out
+
+
+def test_a_tp_that_does_not_divide_the_heads_gets_the_ones_that_do(tmp_path, capsys):
+    """Qwen2.5-7B has 28 heads: the fix offered 8, which does not divide them either."""
+    raw = copy.deepcopy(BASE)
+    raw["model"] = "qwen2.5-7b"
+    raw["deployment"]["tp"] = 8
+    code, err = _run(tmp_path, capsys, raw)
+    assert code == 2 and err.endswith("To fix: pick a tp that divides the head count "
+                                      "(1, 2, 4)\n")

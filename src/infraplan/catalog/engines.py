@@ -183,6 +183,16 @@ class BlockSizes(BaseModel):
         return ", ".join(map(str, self.listed)) if self.listed else "a power of two"
 
 
+class MissingFormats(BaseModel):
+    """Weight formats an engine has no kernel for on some chip architectures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    formats: tuple[str, ...] = Field(min_length=1)
+    architectures: tuple[str, ...] = Field(min_length=1)
+    source: str = Field(min_length=3)
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -198,6 +208,9 @@ class Engine(Row):
     block_size: int = Field(ge=1, description="tokens per paged KV-cache block")
     block_sizes: BlockSizes | None = Field(
         default=None, description="the block sizes a deployment may set; None: any")
+    missing_weight_formats: tuple[MissingFormats, ...] = Field(
+        default=(), description="weight formats it cannot serve on some architectures; "
+                                "empty: every format everywhere (no claim made)")
     chunked_prefill: bool = Field(description="prefill chunks share steps with decodes")
     kv_memory_fraction: float = Field(gt=0, le=1)
     kv_memory_rule: Literal["of_total", "of_free"] = Field(
@@ -278,6 +291,21 @@ class Engine(Row):
                              f"({rule.choices})",
                              fix=f"set block_size to {near} (or leave it out for "
                                  f"{self.name}'s {self.block_size})")
+
+    def check_weight_format(self, weight_format: str, gpu: Accelerator,
+                            formats: tuple[str, ...]) -> None:
+        """An InputError for a weight format this engine has no kernel for on `gpu`'s
+        architecture, naming those of `formats` it does run there."""
+        missing = {f for rule in self.missing_weight_formats
+                   if gpu.architecture in rule.architectures for f in rule.formats}
+        if weight_format in missing:
+            # bf16 only where the chip has it: vLLM refuses bf16 below compute capability 8.0
+            runs = [f for f in formats if f not in missing
+                    and (f != "bf16" or "bf16" in gpu.peak_flops)]
+            raise InputError(f"{self.name} has no {weight_format} weight kernel for "
+                             f"{gpu.name} ({gpu.architecture})",
+                             fix=f"use weight_dtype {' or '.join(runs)} there, or a newer "
+                                 f"accelerator for {weight_format}")
 
     def overhead_s_per_sequence(self, version: str | None) -> float:
         """CPU seconds per running sequence per step in release `version` (None: newest)."""

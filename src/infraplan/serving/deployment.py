@@ -18,8 +18,8 @@ from infraplan.models import ModelArch, load_model, param_counts
 from infraplan.serving import trtllm_bench
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
-from infraplan.serving.quantization import (activation_dtype, kv_format, serving_weight_dtype,
-                                           weight_format)
+from infraplan.serving.quantization import (SERVING_WEIGHT_DTYPES, activation_dtype, kv_format,
+                                           serving_weight_dtype, weight_format)
 from infraplan.serving.step_time import Speculation, StepModel, build_step_model
 
 MAX_REPLICAS = 4096  # a simulation keeps every replica's engine state in memory
@@ -169,8 +169,11 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
         raise InputError(f"pp={dep.pp} is more stages than {arch.name}'s {arch.num_layers} "
                          "layers", fix="lower pp")
     if heads % dep.tp:
+        fits = ", ".join(str(t) for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0)
         raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
-                         fix="pick a tp that divides the head count (1, 2, 4, 8)")
+                         fix=f"pick a tp that divides the head count ({fits})")
+    engine.check_weight_format(serving_weight_dtype(dep.weight_dtype), gpu,
+                               SERVING_WEIGHT_DTYPES)
     _check_expert_imbalance(dep.expert_imbalance, arch)
     return _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
 
