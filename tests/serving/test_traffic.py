@@ -359,11 +359,16 @@ def test_with_rate_rejects_a_bad_rate():
     ({"arrival": {"kind": "poisson", "rate_per_s": -2}, "num_requests": 3},
      r"traffic.arrival.rate_per_s must be > 0 \(got -2\)"),
     ({"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 3, "duration_s": 9},
-     "traffic.num_requests or duration_s: give exactly one"),
+     r"traffic.num_requests or duration_s: give exactly one for arrival kind 'poisson' \(both "
+     r"are given\); to fix: keep num_requests \(how many requests\) or duration_s \(seconds "
+     r"of arrivals\), not both"),
     ({"arrival": {"kind": "poisson", "rate_per_s": 1}},
-     "traffic.num_requests or duration_s: give exactly one"),
+     r"traffic.num_requests or duration_s: give exactly one for arrival kind 'poisson' "
+     r"\(neither is given\); to fix: add num_requests: 1000 \(how many requests\) or "
+     r"duration_s: 600"),
     ({"arrival": {"kind": "offline"}, "duration_s": 9},
-     "traffic.num_requests is required for arrival kind 'offline'"),
+     "traffic.num_requests is required for arrival kind 'offline'; to fix: add num_requests: "
+     "1000"),
     ({"arrival": {"kind": "poison", "rate_per_s": 1}, "num_requests": 3},
      "traffic.arrival.kind must be one of .*did you mean 'poisson'?"),
     ({"arrival": {"kind": "poisson", "rate_per_s": 1, "cv": 2}, "num_requests": 3},

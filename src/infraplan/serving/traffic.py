@@ -162,13 +162,20 @@ class TrafficSpec(SpecModel):
                                  "..., sigma: ...}")
         if kind == "offline":
             if self.num_requests is None:
-                raise FieldError("num_requests", "is required for arrival kind 'offline'")
+                raise FieldError("num_requests", "is required for arrival kind 'offline'",
+                                 fix="add num_requests: 1000 (how many requests arrive at "
+                                     "t = 0)")
             if self.duration_s is not None:
                 raise FieldError("duration_s", "does not apply to arrival kind 'offline' (all "
                                  "requests arrive at t = 0)", fix="give num_requests only")
         elif (self.num_requests is None) == (self.duration_s is None):
+            both = self.num_requests is not None
             raise FieldError("num_requests", f"or duration_s: give exactly one for arrival "
-                             f"kind {kind!r}")
+                             f"kind {kind!r} ({'both are' if both else 'neither is'} given)",
+                             fix="keep num_requests (how many requests) or duration_s "
+                                 "(seconds of arrivals), not both" if both else
+                                 "add num_requests: 1000 (how many requests) or duration_s: "
+                                 "600 (seconds of arrivals)")
 
 
 def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None) -> Requests:
