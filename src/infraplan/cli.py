@@ -167,7 +167,7 @@ def _run_catalog(args) -> int:
     what = f"{args.kind} of {rows[0][2]}" if args.gpu is not None else None
     return emit(args, "catalog", records, lambda: "\n".join(filter(None, (
         catalog.render(args.kind, listing, what),
-        args.gpu and catalog.sibling_offers(args.gpu)))),
+        args.gpu and catalog.sibling_offers(rows[0][2])))),
                 lambda: "\n".join(" ".join(str(row[i]) for i in key) for row in rows))
 
 

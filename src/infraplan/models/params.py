@@ -165,6 +165,8 @@ def param_counts(arch: ModelArch) -> ParamCounts:
 def uncounted_notes(arch: ModelArch) -> list[str]:
     """What the counts leave out: a multimodal checkpoint's encoders, each with the estimate
     of its size that families._towers made (two figures: it is a floor, not a count)."""
+    if not arch.towers:  # the common case: no count to make (memory fixes call this often)
+        return []
     language = param_counts(arch).total
     notes = []
     for tower in arch.towers:

@@ -149,14 +149,14 @@ def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
     def price(value):
         return "-" if value is None else f"{value:.2f}"
 
-    table = load_offers()
+    table = every = load_offers()
     if gpu is not None:
         name = load_catalog().accelerators.get(gpu).name  # unknown: did you mean
-        table = sorted((o for o in table if o.accelerator == name), key=lambda o: (
+        table = sorted((o for o in every if o.accelerator == name), key=lambda o: (
             o.on_demand_usd_per_gpu_hour is None,
             o.on_demand_usd_per_gpu_hour or o.spot_usd_per_gpu_hour or 0.0))
         if not table:
-            sold = sorted({o.accelerator for o in load_offers()})
+            sold = sorted({o.accelerator for o in every})
             raise InputError(f"no offer of {name} in the catalog",
                              fix=f"name one of the accelerators offered: {', '.join(sold)}; "
                                  "or add a row with its source to catalog/data/offers.csv")
@@ -170,10 +170,10 @@ def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
-def sibling_offers(gpu: str) -> str:
-    """The other variants of a chip that the offers hold ('h100' names the SXM part; the
-    NVL and PCIe cards are priced apart), as a line for `catalog offers --gpu`."""
-    name = load_catalog().accelerators.get(gpu).name
+def sibling_offers(name: str) -> str:
+    """The other variants of the chip `name` (a catalog name) that the offers hold ('h100'
+    names the SXM part; the NVL and PCIe cards are priced apart), as a line for
+    `catalog offers --gpu`."""
     family = name.split("-")[0]
     counts: dict[str, int] = {}
     for o in load_offers():
