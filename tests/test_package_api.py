@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import infraplan
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_every_exported_name_resolves_to_its_defining_object():
@@ -37,3 +41,37 @@ def test_importing_the_package_loads_nothing_heavy():
 def test_the_docstring_example_plans_a_model():
     arch = infraplan.load_model("llama-3.1-70b")
     assert infraplan.param_counts(arch).total == 70_553_706_496
+
+
+def test_short_repr_summarises_arrays_and_long_numeric_lists():
+    from infraplan.reprs import short
+
+    assert short(np.array([np.nan, 0.5, 3.25])) == "<array of 3 float64, 0.5 to 3.25>"
+    assert short(np.zeros((2, 3), dtype=np.int64)) == "<array of 2 x 3 int64, 0 to 0>"
+    assert short(np.array([])) == "<array of 0 float64>"
+    assert short(list(range(9))) == "<list of 9 numbers, 0 to 8>"
+    assert short([1, 2, 3]) == "[1, 2, 3]"  # short lists print in full
+    assert short({"queue": np.arange(4)}) == "{'queue': <array of 4 int64, 0 to 3>}"
+    assert short("text") == "'text'"
+
+
+def test_results_print_in_a_few_lines_at_the_repl():
+    """A simulation holds one number per request and a step model one per batch size; the
+    default dataclass repr printed them all (3.4 MB for the chat example's serving plan)."""
+    serve = infraplan.load_scenario(EXAMPLES / "serve-llama8b-chat.yaml", infraplan.ServeScenario)
+    requests = infraplan.generate(serve.traffic, seed=0)
+    assert repr(requests).startswith("Requests(arrival_s=<array of 3000 float64, 0")
+    result = infraplan.simulate(serve.deployment_spec(), requests)
+    text = repr(result)
+    assert len(text) < 20_000 and "first_token_s=<array of 3000 float64" in text
+    assert "linear_s=<list of " in repr(result.replica.step)
+    plan = infraplan.plan_serving(serve)
+    assert "resolved=" not in repr(plan.best)  # the step-model cache stays out
+    assert len(repr(plan)) < 3_000 * (len(plan.ranked) + len(plan.rejected) + 1)
+
+    train = infraplan.load_scenario(EXAMPLES / "train-llama-3.1-70b.yaml",
+                                    infraplan.TrainScenario)
+    run = infraplan.simulate_training_run(train, infraplan.plan_training(train).best[0])
+    trials = next(iter(run.strategies.values())).trials
+    assert f"wall_s=<array of {trials} float64" in repr(run)
+    assert len(repr(run)) < 20_000

@@ -45,6 +45,7 @@ import numpy as np
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.reliability.checkpoint import CheckpointPlan, daly_interval_s
 from infraplan.checks import check_number
+from infraplan.reprs import compact_repr
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.spot import SpotModel
 
@@ -116,6 +117,8 @@ class Samples:
     failures: np.ndarray
     preemptions: np.ndarray
 
+    __repr__ = compact_repr
+
 
 @dataclass(frozen=True, eq=False)
 class IntervalScan:
@@ -126,6 +129,8 @@ class IntervalScan:
     mean_goodput: np.ndarray
     best_interval_s: float
     daly_interval_s: float
+
+    __repr__ = compact_repr
 
 
 @dataclass(frozen=True, eq=False)

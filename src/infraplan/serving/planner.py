@@ -43,7 +43,8 @@ class Candidate:
     usd_per_hour: float = math.inf
     summary: dict | None = None
     reason: str | None = None  # why it was rejected
-    resolved: ResolvedReplica | None = None  # its step model and memory plan, built once
+    # its step model and memory plan, built once (a cache: left out of the repr)
+    resolved: ResolvedReplica | None = field(default=None, repr=False)
     economics: dict | None = None  # a month of it: cost line items, energy, carbon
     capacity_requests_per_s: float | None = None  # one replica, saturated (keeps_up)
     # SLOs missed by the stream's requests alone on an idle replica (rejected ones only):

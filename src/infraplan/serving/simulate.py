@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from infraplan.errors import InputError
+from infraplan.reprs import compact_repr
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.engine import INF, Replica, RequestBook
 from infraplan.serving.step_time import steps_at_floor
@@ -35,6 +36,8 @@ class SimResult:
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     wall_s: float = 0.0
     engine_kv_blocks: int = 0  # the cache blocks one engine holds (a replica's / pp)
+
+    __repr__ = compact_repr
 
     @property
     def completed(self) -> np.ndarray:

@@ -55,6 +55,7 @@ from infraplan.models import ModelArch, gemms
 from infraplan.physics import hardware
 from infraplan.physics.collectives import all_gather, all_reduce, group, send_recv
 from infraplan.physics.compute import GEMM_TILES, Device, gemm_kernels_s, memory_time
+from infraplan.reprs import compact_repr
 from infraplan.serving.memory import kv_bytes_per_token_per_gpu
 from infraplan.serving.quantization import WeightFormat
 
@@ -94,6 +95,8 @@ class StepModel:
     speculation: Speculation | None = None
     overhead_s_per_sequence: float = 0.0
     host_s_per_sequence: float = 0.0
+
+    __repr__ = compact_repr
 
     @property
     def max_tokens(self) -> int:

@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
+from infraplan.reprs import compact_repr
 from infraplan.serving.lengths import (MAX_TOKENS, FieldError, LengthSpec, SpecModel,
                                       draw_lengths)
 
@@ -55,6 +56,8 @@ class Requests:
     arrival_s: np.ndarray  # float64, sorted non-decreasing, >= 0
     input_tokens: np.ndarray  # int64, >= 1
     output_tokens: np.ndarray  # int64, >= 1
+
+    __repr__ = compact_repr
 
     def __post_init__(self):
         for name, dtype in (("arrival_s", np.float64), ("input_tokens", np.int64),
