@@ -4,6 +4,7 @@ traceback, whatever the file holds."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -136,8 +137,48 @@ def test_plan_serve_rejects_what_the_engine_cannot_run_with_the_reason(tmp_path,
     scenario.write_text(yaml.safe_dump(raw))
     code, out = main(["plan", "serve", str(scenario)]), capsys.readouterr().out
     assert code == 0
-    assert "1 x 1 x v100-sxm2-32gb fp8/kv bf16: vllm has no fp8 weight kernel for " \
+    assert "1 x 1 x v100-sxm2-32gb fp8/kv fp16: vllm has no fp8 weight kernel for " \
            "v100-sxm2-32gb (volta)" in out
+
+
+@pytest.mark.parametrize("field", ["weight_dtype", "kv_dtype"])
+def test_bf16_on_a_chip_without_it_is_refused_with_fp16_as_the_fix(tmp_path, capsys, field):
+    """A V100 kv_dtype bf16 ran; vLLM refuses bf16 below compute capability 8.0."""
+    raw = copy.deepcopy(BASE)
+    raw["deployment"].update({"gpu": "v100", "weight_dtype": "fp16", field: "bf16"})
+    code, err = _run(tmp_path, capsys, raw)
+    assert code == 2 and err == (
+        f"error: {field} bf16 does not run on v100-sxm2-32gb: volta has no bf16 arithmetic. "
+        f"To fix: use {field} fp16 (the same two bytes per value)\n")
+
+
+def test_a_chip_without_bf16_serves_in_fp16_by_default():
+    from infraplan.serving.deployment import Deployment, resolve
+
+    for gpu, sixteen in (("t4", "fp16"), ("v100", "fp16"), ("h100", "bf16")):
+        dep = Deployment(model="llama-3.1-8b", gpu=gpu, tp=2)
+        assert dep.weight_dtype == sixteen, gpu
+    # a draft model's steps ran in bf16 whatever the chip: a V100 deployment with one failed
+    dep = Deployment.model_validate(dict(
+        model="llama-2-13b", gpu="v100", tp=4, speculative=dict(
+            method="draft", draft_model="llama-2-7b", num_tokens=4, acceptance_rate=0.7)))
+    assert resolve(dep).step.speculation.draft is not None
+
+
+def test_plan_serve_searches_bf16_as_fp16_on_a_chip_without_it(tmp_path, capsys):
+    """The default search (bf16 weights and KV) ran T4 candidates with a bf16 cache."""
+    raw = copy.deepcopy(BASE)
+    raw["search"] = {"gpus": ["t4", "l4"], "tp": [2], "weight_dtypes": ["bf16", "fp16"]}
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    assert main(["plan", "serve", str(scenario), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    searched = sorted((c["deployment"]["gpu"], c["deployment"]["weight_dtype"],
+                       c["deployment"]["kv_dtype"]) for c in plan["alternatives"] + plan["rejected"])
+    assert searched == [("l4", "bf16", "bf16"), ("l4", "fp16", "bf16"),
+                        ("t4", "fp16", "fp16")]  # t4's bf16 and fp16 are one candidate
+    assert "t4 has no bf16: the searched bf16 formats run there as fp16, as an engine " \
+           "serves a bf16 checkpoint on such a chip" in plan["notes"]
 
 
 def test_a_tp_that_does_not_divide_the_heads_gets_the_ones_that_do(tmp_path, capsys):

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from infraplan.catalog import load_catalog
+from infraplan.catalog import accelerator, load_catalog
 from infraplan.catalog.engines import RELEASE, Engine
 from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
@@ -57,7 +57,7 @@ class Deployment(SpecModel):
                                                  "throughput model: see step_time.py)")
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     weight_dtype: str = Field(default="bf16", description="bf16, fp16, fp8, int8, int4, fp4 "
-                              "(NVFP4)")
+                              "(NVFP4); default: the chip's 16-bit type")
     kv_dtype: str | None = Field(default=None,
                                  description="KV-cache dtype (default: 16-bit; fp8 halves it)")
     engine: str = Field(default="vllm", description="vllm, tensorrt-llm or sglang")
@@ -82,6 +82,18 @@ class Deployment(SpecModel):
         default="engine", description="engine: the engine's default batch limits; "
                                       "trtllm-bench: sized from the request lengths as "
                                       "trtllm-bench does for throughput runs")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chip_sixteen_bit(cls, raw):
+        """No weight_dtype given: the chip's 16-bit type (fp16 on Volta and Turing)."""
+        if isinstance(raw, dict) and "weight_dtype" not in raw and isinstance(
+                raw.get("gpu"), str):
+            try:
+                raw = {**raw, "weight_dtype": activation_dtype(accelerator(raw["gpu"]))}
+            except InputError:
+                pass  # an unknown gpu: its own validator says so
+        return raw
 
     @field_validator("engine_version")
     @classmethod
@@ -172,10 +184,25 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
         fits = ", ".join(str(t) for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0)
         raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
                          fix=f"pick a tp that divides the head count ({fits})")
+    _check_bf16(dep, gpu)
     engine.check_weight_format(serving_weight_dtype(dep.weight_dtype), gpu,
                                SERVING_WEIGHT_DTYPES)
     _check_expert_imbalance(dep.expert_imbalance, arch)
     return _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
+
+
+def _check_bf16(dep: Deployment, gpu: Accelerator) -> None:
+    """bf16 weights or KV cache only on a chip that computes in bf16 (the catalog gives
+    Volta and Turing no bf16 peak). vLLM's _check_if_gpu_supports_dtype: "Bfloat16 is only
+    supported on GPUs with compute capability of at least 8.0 ... You can use float16
+    instead"; fp16 takes the same two bytes per value."""
+    if "bf16" in gpu.peak_flops:
+        return
+    for name in ("weight_dtype", "kv_dtype"):
+        if getattr(dep, name) == "bf16":
+            raise InputError(f"{name} bf16 does not run on {gpu.name}: "
+                             f"{gpu.architecture} has no bf16 arithmetic",
+                             fix=f"use {name} fp16 (the same two bytes per value)")
 
 
 def _check_expert_imbalance(imbalance: float, arch: ModelArch) -> None:
@@ -226,8 +253,9 @@ def _draft_step(draft_model: str, base_dir: Path | None, gpu_name: str, tp: int,
     own."""
     gpu = load_catalog().accelerators.get(gpu_name)
     arch = load_model(draft_model, base_dir=base_dir)
-    return build_step_model(arch, gpu, tp=tp, weights=weight_format("bf16", gpu, "bf16"),
-                            kv_dtype="bf16", max_tokens=max_tokens, max_seqs=max_seqs,
+    act = activation_dtype(gpu)  # 16-bit, fp16 where the chip has no bf16
+    return build_step_model(arch, gpu, tp=tp, weights=weight_format(act, gpu, act),
+                            kv_dtype=act, max_tokens=max_tokens, max_seqs=max_seqs,
                             overhead_s=0.0)
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infraplan.catalog import load_catalog
+from infraplan.catalog import accelerator, load_catalog
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, resolve
+from infraplan.serving.quantization import sixteen_bit
 from infraplan.serving.scenario import ServeScenario
 
 # smaller weight formats tried after the searched ones (quantization.smaller_weight_formats:
@@ -49,8 +50,9 @@ def _builds(scenario: ServeScenario, gpu: str, tp: int, wd: str, base_dir, arch)
     space = scenario.search
     if tp in space.tp and wd in space.weight_dtypes:
         return None
-    dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=wd,
-                     kv_dtype=space.kv_dtypes[0], engine=space.engine)
+    chip = accelerator(gpu)  # bf16 runs as fp16 where the chip has no bf16, as searched
+    dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=sixteen_bit(wd, chip),
+                     kv_dtype=sixteen_bit(space.kv_dtypes[0], chip), engine=space.engine)
     try:
         resolve(dep, base_dir=base_dir, arch=arch)
     except InputError:

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model, uncounted_notes
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.nearby import runnable_nearby
+from infraplan.serving.quantization import sixteen_bit
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import (ArrivalSpec, Requests, TrafficSpec, generate,
@@ -182,8 +184,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     sims = 0
     stream = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                       seed=scenario.seed, base_dir=base_dir)  # its lengths size the capacity
-    grid = list(itertools.product(space.gpus, space.tp, space.weight_dtypes, space.kv_dtypes,
-                                  seqs))
+    grid, fp16_gpus = _grid(space, seqs)
     for step, (gpu, tp, wd, kv, ms) in enumerate(grid, 1):
         if progress:
             progress(step - 1, len(grid))
@@ -233,6 +234,10 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {rate:.3g} requests/s",
              *uncounted_notes(arch or load_model(scenario.model, base_dir=base_dir))]
+    if fp16_gpus:
+        notes.append(f"{' and '.join(fp16_gpus)} {'have' if len(fp16_gpus) > 1 else 'has'} "
+                     "no bf16: the searched bf16 formats run there as fp16, as an engine "
+                     "serves a bf16 checkpoint on such a chip")
     if not slo.given():  # then only keeping up counts: the queue may be long, not growing
         notes.append("no SLO set: the cheapest configuration that keeps up with the traffic, "
                      "at any latency (set slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)")
@@ -250,6 +255,20 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         plan.runnable_nearby = runnable_nearby(scenario, priced, base_dir=base_dir, arch=arch)
         plan.search_seconds = time.perf_counter() - start
     return plan
+
+
+def _grid(space, seqs) -> tuple[list[tuple], list[str]]:
+    """Every (gpu, tp, weight format, KV format, max_num_seqs) searched, with bf16 run as
+    fp16 on a chip without bf16 (sixteen_bit; once if both were listed), and those chips."""
+    grid, fp16_gpus = {}, []
+    for gpu, tp, wd, kv, ms in itertools.product(space.gpus, space.tp, space.weight_dtypes,
+                                                 space.kv_dtypes, seqs):
+        chip = accelerator(gpu)
+        key = (gpu, tp, sixteen_bit(wd, chip), sixteen_bit(kv, chip), ms)
+        if key[2:4] != (wd, kv) and gpu not in fp16_gpus:
+            fp16_gpus.append(gpu)
+        grid.setdefault(key, None)
+    return list(grid), fp16_gpus
 
 
 def _prices(scenario: ServeScenario) -> dict[str, float | InputError]:
