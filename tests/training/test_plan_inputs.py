@@ -78,6 +78,24 @@ def test_training_needs_tensor_cores_of_its_precision(gpu, precision, has):
     assert fp8.best[0].mfu > 0
 
 
+def test_accelerators_without_the_precision_are_left_out_of_a_mixed_search():
+    """gpus: [v100, t4, a100] in bf16 was refused whole, for the V100 alone."""
+    scenario = TrainScenario.model_validate({
+        "model": "megatron-gpt-1.7b", "hardware": {"gpus": ["v100", "t4", "a100"],
+                                                   "counts": [32]},
+        "training": {"tokens": 1e10, "global_batch": 512, "seq_len": 2048}})
+    result = plan_training(scenario)
+    assert {p.accelerator for p in result.best + result.by_accelerator} == {"a100-sxm4-80gb"}
+    assert result.notes[:2] == [
+        f"{name} is left out: it has no bf16 tensor cores for bf16 training (set "
+        "training.precision to fp16 or fp32 to plan it)" for name in ("v100-sxm2-32gb", "t4")]
+    fp8 = plan_training(scenario.model_copy(update={
+        "hardware": scenario.hardware.model_copy(update={"gpus": ("a100", "h100")}),
+        "training": scenario.training.model_copy(update={"precision": "fp8"})}))
+    assert {p.accelerator for p in fp8.by_accelerator} == {"h100-sxm5-80gb"}
+    assert fp8.notes[0].startswith("a100-sxm4-80gb is left out: it has no fp8 tensor cores")
+
+
 def test_plan_train_notes_a_seq_len_past_the_models_positions():
     """memory noted gpt2 at 8,192 tokens (1,024 positions); plan train said nothing."""
     note = "seq_len 8192 exceeds the model's max_position_embeddings 1024"

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infraplan.catalog.schema import Accelerator
 from infraplan.economics.spec import LinearCost, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
-from infraplan.training.evaluate import AUTO_RECOMPUTE, PlanResult, TrainingJob
+from infraplan.training.evaluate import (AUTO_RECOMPUTE, TRAINING_PRECISIONS, PlanResult,
+                                         TrainingJob, check_precision_peak)
 from infraplan.training.memory import model_notes
 from infraplan.training.search import SearchResult, search
 from infraplan.training.space import Knobs
@@ -90,7 +92,8 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
                       kernels=t.kernels, storage=t.storage,
                       data_bytes_per_token=t.data_bytes_per_token)
     hw = scenario.hardware
-    gpus = [hardware.cluster(g, hw.system).gpu.name for g in hw.gpus]
+    gpus, left_out = _with_precision([hardware.cluster(g, hw.system).gpu for g in hw.gpus],
+                                     t.precision)
     # one knob set per accelerator type (node sizes differ); counts come from the first
     knobs = knobs_for(scenario, gpus[0])
     deadline = scenario.constraints.deadline_days
@@ -103,11 +106,25 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     if job.tokens:
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
-    result.notes += model_notes(arch, t.seq_len)
+    result.notes += left_out + model_notes(arch, t.seq_len)
     if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
     return result
+
+
+def _with_precision(accelerators: list[Accelerator], precision: str
+                    ) -> tuple[list[str], list[str]]:
+    """The accelerators with tensor cores for `precision`, and a note for each left out
+    (V100 and T4 in bf16, A100 in fp8); when none has them, check_precision_peak says what
+    to change."""
+    runs = [a.name for a in accelerators if precision in a.peak_flops]
+    if not runs:
+        check_precision_peak(accelerators[0], precision)
+    return runs, [f"{a.name} is left out: it has no {precision} tensor cores for "
+                  f"{precision} training (set training.precision to "
+                  f"{' or '.join(d for d in TRAINING_PRECISIONS if d in a.peak_flops)} "
+                  "to plan it)" for a in accelerators if a.name not in runs]
 
 
 def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
