@@ -43,6 +43,26 @@ def test_catalog(client):
     assert client.get("/api/catalog/secrets").status_code == 422
 
 
+def test_catalog_offers_of_one_gpu_as_the_cli_lists_them(client):
+    """The CLI's `catalog offers --gpu` had no web equivalent: the page got every offer."""
+    from infraplan.report.catalog import offers
+
+    r = client.get("/api/catalog/offers", params={"gpu": "H100-SXM"})  # an alias
+    assert r.status_code == 200 and r.json() == json.loads(json.dumps(
+        offers("h100-sxm5-80gb")[2], default=str))
+    assert {row["accelerator"] for row in r.json()} == {"h100-sxm5-80gb"}
+    per_gpu = [row["on_demand_usd_per_hour"] / row["count"] for row in r.json()
+               if row["on_demand_usd_per_hour"] is not None]
+    assert len(per_gpu) > 2 and per_gpu == sorted(per_gpu)  # cheapest first
+    r = client.get("/api/catalog/prices", params={"gpu": "h1000"})
+    assert r.status_code == 422 and r.json()["detail"].startswith(
+        "unknown accelerator 'h1000'; did you mean 'h100-sxm5-80gb'")
+    assert r.json()["detail"].endswith("To fix: pick one from /api/catalog/gpus")
+    r = client.get("/api/catalog/models", params={"gpu": "h100"})
+    assert r.status_code == 422 and r.json()["detail"].endswith(
+        "To fix: drop gpu, or ask /api/catalog/offers?gpu=h100")
+
+
 def test_plan_train_is_plan_training(client):
     from infraplan.training.plan_train import plan_training
     from infraplan.workloads import TrainScenario

@@ -215,12 +215,19 @@ def _respond(result: dict, doc: dict) -> PlanResponse:
 
 
 @router.get("/catalog/{kind}")
+@_in_request_terms(BaseModel)  # no request fields: catalog names only
 def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "engines",
-                          "prices"]) -> list[dict[str, Any]]:
-    """What `infraplan catalog KIND --json` prints."""
-    from infraplan.report.catalog import LISTINGS
+                          "offers", "prices"],
+            gpu: str | None = None) -> list[dict[str, Any]]:
+    """What `infraplan catalog KIND [--gpu GPU] --json` prints: `gpu` picks one
+    accelerator's offers, cheapest on-demand first."""
+    from infraplan.report.catalog import LISTINGS, offers
 
-    return json.loads(json.dumps(LISTINGS[kind]()[2], default=str))
+    if gpu is not None and kind not in ("offers", "prices"):
+        raise InputError(f"gpu picks one accelerator's offers; /api/catalog/{kind} lists "
+                         "every row", fix=f"drop gpu, or ask /api/catalog/offers?gpu={gpu}")
+    listing = LISTINGS[kind]() if gpu is None else offers(catalog_name("accelerator", gpu))
+    return json.loads(json.dumps(listing[2], default=str))
 
 
 @router.post("/plan/train")
