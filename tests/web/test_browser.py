@@ -91,6 +91,12 @@ def test_serving_form(browser, live_server):
     page.click("button[type=submit]")
     page.wait_for_selector('#result [data-label="p99 time to first token"]', timeout=60_000)
     page.wait_for_selector("#fig-latency_cdf .main-svg")
+    page.wait_for_selector("#fig-load_sweep .y2tick")
+    # the load sweep's log latency axis reads in decades; synced to the throughput axis
+    # under it, its labels were single digits ('5', '4', '3', '2' for 0.05 s ... 25 s)
+    labels = page.eval_on_selector("#fig-load_sweep", "gd => Array.from("
+                                   "gd.querySelectorAll('.y2tick text'), t => t.textContent)")
+    assert {"0.1", "1"} <= set(labels), labels
     summary = simulate_scenario(ServeScenario.model_validate({
         "model": "llama-3.1-8b", "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05},
         "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 12}, "num_requests": 600,

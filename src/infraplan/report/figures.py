@@ -193,8 +193,11 @@ def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
     return {"data": traces, "layout": _layout(
         "Throughput and p99 latency vs load", "offered load (requests/s)",
         "throughput (requests/s)", shapes=shapes,
+        # tickmode auto: plotly.js 3+ may sync an overlaying axis' ticks to the axis under
+        # it, which on a log axis labels fractional decades with one digit ('5', '4', ...)
         yaxis2={"title": {"text": "p99 latency (s, log; dashed: SLO)"}, "overlaying": "y",
-                "side": "right", "type": "log", "automargin": True})}
+                "side": "right", "type": "log", "automargin": True, "tickmode": "auto",
+                "showgrid": False})}
 
 
 def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict:
