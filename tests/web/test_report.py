@@ -137,6 +137,11 @@ def test_serving_numbers_are_the_cli_numbers(serve_report):
                  f"{plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h"):
         assert text in html, text
     assert set(doc["figures"]) >= {"latency_cdf", "load_sweep", "memory", "cost"}
+    # the simulated deployment's bar, then the plan's others: the best (h100 fp8, the
+    # deployment's memory on one GPU) was drawn a second time
+    memory = doc["figures"]["memory"]["data"]
+    bars = list(zip(*(trace["x"] for trace in memory)))
+    assert len(bars) > 2 and len(set(bars)) == len(bars)
     sweep = doc["load_sweep"]
     assert [p["fraction"] for p in sweep] == [0.25, 0.5, 0.75, 1.0, 1.25]
     assert sweep[0]["rate_per_s"] == pytest.approx(0.25 * plan.rate_per_s)

@@ -140,9 +140,11 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         summary, dep, result = sim["summary"], sim["deployment"], sim["result"]
         figures["latency_cdf"] = fig.latency_cdf_figure(latencies(result))
         bars = [_memory_bar(_describe(dep), result.replica)]
-        if plan is not None:
+        if plan is not None:  # each other configuration, not the simulated one again
+            shown = (result.replica.gpu.name, result.replica.memory)
             bars += [_memory_bar(c.describe(), c.resolved) for c in plan.ranked[:4]
-                     if c.resolved is not None]
+                     if c.resolved is not None
+                     and (c.resolved.gpu.name, c.resolved.memory) != shown]
         figures["memory"] = fig.memory_figure(bars)
         if sweep and rate is not None and math.isfinite(rate):
             points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests)
