@@ -175,6 +175,16 @@ def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
     code, out, _ = _run(tmp_path, capsys, timed, "simulate", "serve", "--json")
     data = json.loads(out)
     assert data["slo"] == {"ttft_p99_s": 1.0} and data["slo_attainment"] < 0.5
+    # the load test's headline says where its sweep ended: it gave the sweep's top as the
+    # highest load meeting the SLOs, and 'none swept' when the lowest missed them
+    for slo, headline in (({"ttft_p99_s": 1.0}, "none swept: missed at 12.5 requests/s, "
+                                                "the lowest"),
+                          ({"ttft_p99_s": 1e4}, "62.5 requests/s or more (the highest "
+                                                "swept)")):
+        doc = serving_document(ServeScenario.model_validate(_with(slow, slo=slo)),
+                               plan=False, sweep=True, sweep_requests=40)
+        items = {i["label"]: i["text"] for sec in doc["sections"] for i in sec["items"]}
+        assert items["highest load meeting the SLOs"] == headline
 
 
 def test_plan_serve_without_an_slo_says_what_it_planned_for():

@@ -88,6 +88,15 @@ def _memory_bar(label: str, replica) -> dict:
             "overhead_bytes": m.overhead_bytes, "capacity_bytes": m.device_bytes}
 
 
+def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
+    """The sweep's highest load that met the SLOs, saying when the sweep ended before
+    the SLOs broke or broke them at its lowest."""
+    if not ok:
+        return f"none swept: missed at {points[0]['rate_per_s']:,.3g} requests/s, the lowest"
+    text = f"{ok[-1]['rate_per_s']:,.3g} requests/s"
+    return text + " or more (the highest swept)" if ok[-1] is points[-1] else text
+
+
 def _describe(dep) -> str:
     return f"{dep.replicas} x {dep.tp} x {dep.gpu}, {dep.engine}, weights {dep.weight_dtype}" \
         + (f", KV {dep.kv_dtype}" if dep.kv_dtype else "")
@@ -227,8 +236,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
              for p in points])], figures=["load_sweep"],
             items=[item("highest load meeting the SLOs",
                         ok[-1]["rate_per_s"] if ok and slo_set else None,
-                        "no SLO set" if not slo_set else
-                        f"{ok[-1]['rate_per_s']:,.3g} requests/s" if ok else "none swept")])
+                        _highest_meeting(points, ok) if slo_set else "no SLO set")])
     tr = scenario.traffic
     s["Define workload"] = section("DEPLOY", "Define workload", items=[
         item("model", scenario.model, scenario.model),
