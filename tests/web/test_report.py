@@ -114,6 +114,11 @@ def test_training_numbers_are_the_library_call(train_report):
     assert [c["usd"] for c in doc["costs"]] == [pytest.approx(i["usd"]) for i in items]
     assert doc["costs"][0]["usd"] == pytest.approx(
         best.gpu_hours * best.economics["usd_per_gpu_hour"])
+    # energy: the figure in its card (the card held the whole formula), the formula below
+    economics = next(s for s in doc["sections"] if s["heading"] == "Economics")
+    energy = next(i for i in economics["items"] if i["label"] == "energy")
+    assert energy["text"] == f"{best.economics['energy_kwh']:,.0f} kWh"
+    assert f"energy: {best.economics['energy_formula']}" in economics["paragraphs"]
 
 
 def test_serving_numbers_are_the_cli_numbers(serve_report):

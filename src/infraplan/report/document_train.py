@@ -202,7 +202,9 @@ def training_document(scenario, result, arch=None) -> dict:
     econ = [item("GPU-hours", best.gpu_hours, f"{best.gpu_hours:,.0f}")]
     if best.economics:
         e = best.economics
-        econ.append(item("energy", e["energy_kwh"], e["energy_formula"]))
+        # the card holds the figure, the paragraph below its derivation
+        econ.append(item("energy", e["energy_kwh"], f"{e['energy_kwh']:,.0f} kWh"))
+        cost_notes.insert(0, f"energy: {e['energy_formula']}")
         if e["carbon_kg_co2e"] is not None:
             econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
                              f"{e['carbon_kg_co2e']:,.0f} kg CO2e ({e['region']})"))
