@@ -300,6 +300,18 @@ def test_a_row_may_name_the_node_type_it_ran_on():
     assert " on " not in over_ib.plan.describe()
 
 
+@pytest.mark.parametrize("gpu, sixteen", [("v100", "fp16"), ("t4", "fp16"), ("a100", "bf16")])
+def test_empty_format_cells_are_the_chips_16_bit_type(gpu, sixteen):
+    """An empty weight_dtype was read as bf16, which fails a V100 or T4 row, and an empty
+    kv_dtype was printed 'kv=None' in the row's plan."""
+    from infraplan.serving.validate import deployment_for_row
+
+    row = dict(id="r", model="llama-2-7b", gpu=gpu, num_gpus="1", tp="1", weight_dtype="",
+               kv_dtype="", arrival="offline", engine="vLLM")
+    dep = deployment_for_row(row)
+    assert (dep.weight_dtype, dep.kv_dtype) == (sixteen, sixteen)
+
+
 def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
     """Latency metrics (ttft, tpot, its alias itl, e2e) x (p50, mean, p90, p99) take that
     statistic of the per-request latencies; throughputs divide by the run's makespan. A
