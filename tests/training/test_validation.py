@@ -227,6 +227,14 @@ def test_plan_train_cli_text(capsys):
     assert "best plans:" in out and "frontier" in out and "why other choices lost" in out
 
 
+@pytest.mark.parametrize("gpu, sixteen", [("v100", "fp16"), ("a100-sxm4-80gb", "bf16")])
+def test_an_empty_precision_cell_is_the_chips_16_bit_type(tmp_path, gpu, sixteen):
+    """It was bf16, which failed a V100 row ('no peak FLOP/s for bf16')."""
+    (row,) = validate_training(_row_csv(tmp_path, gpu=gpu, precision="")).rows
+    (same,) = validate_training(_row_csv(tmp_path, gpu=gpu, precision=sixteen)).rows
+    assert row.predicted == same.predicted
+
+
 def test_a_row_may_name_the_node_type_it_ran_on(tmp_path):
     """The gpu cell takes a catalog node type (name or alias) as well as an accelerator: the
     default node of the A100 80GB (DGX A100, 8 x 200 Gb/s HDR) predicts as the bare GPU

@@ -92,6 +92,11 @@ class Accelerator(Row):
         default=None, description="an accelerator with the same compute die, SM count and "
         "clocks (H200 and H100 SXM): its kernel measurements hold for this chip too")
 
+    @property
+    def sixteen_bit(self) -> str:
+        """The 16-bit type it computes in: bf16, or fp16 where it has none (V100, T4)."""
+        return "bf16" if "bf16" in self.peak_flops else "fp16"
+
     def peak_flops_for(self, dtype: str) -> float:
         """Dense peak FLOP/s for a training/inference dtype, with the usual fallbacks.
 

@@ -127,7 +127,7 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
 
 def activation_dtype(gpu: Accelerator) -> str:
     """The 16-bit type activations use: bf16 where the chip has it (V100/T4 lack it)."""
-    return "bf16" if "bf16" in gpu.peak_flops else "fp16"
+    return gpu.sixteen_bit
 
 
 def sixteen_bit(dtype: str, gpu: Accelerator) -> str:

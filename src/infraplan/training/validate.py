@@ -59,14 +59,14 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
         raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
-    try:
-        precision = check_precision(row_word(row, "precision", "bf16"))
+    gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
+    try:  # an empty cell: the chip's 16-bit type (fp16 on V100 and T4)
+        precision = check_precision(row_word(row, "precision", gpu.sixteen_bit))
     except InputError as exc:
         raise InputError(f"row {row['id']!r}: {exc.message}") from None
     job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
                       global_batch=row_int(row, "global_batch", required=True),
                       tokens=tokens, precision=precision)
-    gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
     result = search(arch, [gpu.name], knobs_for_row(row), job, top=1, system=node)
     best = result.best[0]
     predicted = {"step_s": best.step_s, "gpu_hours": best.gpu_hours,
