@@ -76,7 +76,7 @@ def run_simulate_serve(args) -> int:
     describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}; seed {scenario.seed}")
-    notes = uncounted_notes(r.arch)
+    notes = scenario.stored_format_notes(r.arch) + uncounted_notes(r.arch)
     data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(), "notes": notes,
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
     return emit(args, "simulate_serve", data,

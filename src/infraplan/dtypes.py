@@ -15,7 +15,10 @@ DTYPE_BYTES: dict[str, float] = {
 _ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
             "bfloat16": "bf16", "float8": "fp8", "e4m3": "fp8", "e5m2": "fp8",
             "float8_e4m3fn": "fp8", "float64": "fp64", "double": "fp64",
-            "nvfp4": "fp4", "e2m1": "fp4"}
+            "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",  # vLLM's kv_cache_dtype spellings
+            # OCP MXFP4 (gpt-oss): e2m1 values like NVFP4, planned at NVFP4's bytes (a scale
+            # per 16 values, not 32: 6 % more)
+            "nvfp4": "fp4", "e2m1": "fp4", "mxfp4": "fp4"}
 
 
 def canonical_dtype(name: str, *, field: str = "dtype") -> str:

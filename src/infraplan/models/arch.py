@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from infraplan.errors import InputError
+from infraplan.models.stored import StoredWeights
 
 # Per-layer work (parameter counts, MoE layer lists, pipeline stages) is linear in the layer
 # count; the deepest published transformers have a few hundred layers (Megatron-LM's 1T
@@ -118,6 +119,8 @@ class ModelArch:
     hidden_dropout: float = 0.0  # dropout on embeddings and after attention / MLP (GPT-2: 0.1)
     attention_dropout: float = 0.0  # dropout on the attention probabilities
     dtype: str = "bf16"  # the checkpoint's dtype from config.json
+    # a quantized checkpoint's weight format (its quantization_config); None: 16-bit
+    stored: StoredWeights | None = None
 
     def __post_init__(self):
         if self.num_layers > MAX_LAYERS:

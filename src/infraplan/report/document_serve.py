@@ -37,7 +37,7 @@ def _price(scenario, gpu: str) -> tuple[float | None, str | None]:
 
 def simulate_scenario(scenario, base_dir: Path | None = None, arch=None) -> dict:
     """`infraplan simulate serve`: the scenario's deployment under its traffic."""
-    dep = scenario.deployment_spec()
+    dep = scenario.deployment_spec(arch)
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
     result = simulate(dep, requests, base_dir=base_dir, arch=arch)
     price, note = _price(scenario, result.replica.gpu.name)

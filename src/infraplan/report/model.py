@@ -64,6 +64,11 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
                      + (", shared experts" if moe.shared else ""))
     if arch.mtp_layers:
         lines.append(f"  + {arch.mtp_layers} multi-token-prediction module(s), not counted")
+    if arch.stored:  # a quantized checkpoint: what serving loads unless told otherwise
+        data["stored_weights"] = {"method": arch.stored.method,
+                                  "weight_dtype": arch.stored.weight_dtype,
+                                  "attention_unquantized": arch.stored.attention_unquantized}
+        lines.append(f"  quantization_config: weights stored as {arch.stored.describe()}")
     lines += [
         f"  embedding {format_count(counts.embedding)}, non-embedding "
         f"{format_count(counts.non_embedding)}",

@@ -25,7 +25,7 @@ from infraplan.catalog.engines import Engine
 from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
 from infraplan.models import ModelArch, gemms, kv_cache_bytes_per_token, param_counts
-from infraplan.serving.quantization import WeightFormat, smaller_weight_formats
+from infraplan.serving.quantization import WeightFormat, smaller_weight_formats, stays_16_bit
 from infraplan.units import format_bytes
 
 
@@ -51,12 +51,14 @@ class ReplicaMemory:
 
 
 def weight_bytes_per_gpu(arch: ModelArch, weights: WeightFormat, tp: int) -> float:
-    """GEMM weights of the layers in the stored format; embeddings, the LM head, norms and
-    biases in 16 bits (engines leave the head unquantized: vLLM's fp8 and TensorRT-LLM's
-    quantization configs exclude lm_head by default)."""
+    """GEMM weights of the layers in the stored format; embeddings, the LM head, norms,
+    biases and what the checkpoint leaves unquantized (stays_16_bit) in 16 bits (engines
+    leave the head unquantized: vLLM's fp8 and TensorRT-LLM's quantization configs exclude
+    lm_head by default)."""
     experts = arch.moe.num_experts if arch.is_moe else 1
     quantized = sum(g.fan_in * g.fan_out * g.layers * (experts if g.routed_expert else 1)
-                    for g in gemms(arch) if g.scope != "head")
+                    for g in gemms(arch)
+                    if g.scope != "head" and not stays_16_bit(g.scope, arch, weights))
     rest = param_counts(arch).total - quantized
     return (quantized * weights.bytes_per_weight + rest * 2.0) / tp
 

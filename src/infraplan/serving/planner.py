@@ -176,6 +176,9 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.traffic.arrival.kind == "offline":
         raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
                          fix="use simulate serve for an offline batch")
+    arch = arch or load_model(scenario.model, base_dir=base_dir)
+    scenario, stored_note = _with_stored_format(scenario, arch)
+    space = scenario.search
     prices = _prices(scenario)
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
@@ -233,7 +236,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {rate:.3g} requests/s",
-             *uncounted_notes(arch or load_model(scenario.model, base_dir=base_dir))]
+             *stored_note, *uncounted_notes(arch)]
     if fp16_gpus:
         notes.append(f"{' and '.join(fp16_gpus)} {'have' if len(fp16_gpus) > 1 else 'has'} "
                      "no bf16: the searched bf16 formats run there as fp16, as an engine "
@@ -255,6 +258,21 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         plan.runnable_nearby = runnable_nearby(scenario, priced, base_dir=base_dir, arch=arch)
         plan.search_seconds = time.perf_counter() - start
     return plan
+
+
+def _with_stored_format(scenario: ServeScenario, arch) -> tuple[ServeScenario, list[str]]:
+    """A search that names no weight formats also tries the one a quantized checkpoint
+    stores (what its engine loads by default), with a note saying so."""
+    space, stored = scenario.search, arch.stored
+    if stored is None or "weight_dtypes" in space.model_fields_set \
+            or stored.weight_dtype in space.weight_dtypes:
+        return scenario, []
+    formats = (*space.weight_dtypes, stored.weight_dtype)
+    note = (f"weight formats searched: {', '.join(formats[:-1])} and {formats[-1]}, the last "
+            f"as {arch.name}'s checkpoint stores its weights: {stored.describe()}; set "
+            "search.weight_dtypes to choose")
+    space = space.model_copy(update={"weight_dtypes": formats})
+    return scenario.model_copy(update={"search": space}), [note]
 
 
 def _grid(space, seqs) -> tuple[list[tuple], list[str]]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from infraplan.catalog.schema import Accelerator
 from infraplan.dtypes import canonical_dtype, dtype_bytes
 from infraplan.errors import InputError, close_matches
+from infraplan.models import ModelArch
 
 INT4_GROUP_SIZE = 128
 SCALE_BYTES = 2  # one fp16 scale per group
@@ -91,6 +92,14 @@ class WeightFormat:
     @property
     def quantize_kernels_per_layer(self) -> int:
         return len(self.quantized_inputs)
+
+
+def stays_16_bit(scope: str, arch: ModelArch, weights: WeightFormat) -> bool:
+    """A GEMM of `scope` the checkpoint leaves unquantized when served in its own format
+    (gpt-oss's MXFP4 quantization_config: modules_to_not_convert lists self_attn)."""
+    stored = arch.stored
+    return (scope == "attention" and stored is not None and stored.attention_unquantized
+            and stored.weight_dtype == weights.name)
 
 
 SMOOTHQUANT_UNFUSED_INPUTS = ("attention_output", "mlp_activation")

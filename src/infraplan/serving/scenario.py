@@ -10,6 +10,8 @@ from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
 from infraplan.errors import InputError
+from infraplan.models import ModelArch, load_model
+from infraplan.models.stored import StoredWeights
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
@@ -138,7 +140,10 @@ class ServeScenario(SpecModel):
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
                               energy=self.energy).to_json()
 
-    def deployment_spec(self) -> Deployment:
+    def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
+        """The deployment; with no weight_dtype, a quantized checkpoint's own format (its
+        quantization_config, as engines load it), else the chip's 16-bit type. `arch`
+        stands in for the model (an uploaded config.json)."""
         if self.deployment is None:
             raise FieldError("deployment", "is required by simulate serve" + (
                 "; this scenario has a search only" if self.search else ""),
@@ -146,4 +151,22 @@ class ServeScenario(SpecModel):
                     ", or run plan serve on the search" if self.search else ""))
         raw = dict(self.deployment)
         raw.setdefault("model", self.model)
+        if "weight_dtype" not in raw and (stored := self._stored(arch)) is not None:
+            raw["weight_dtype"] = stored.weight_dtype
         return Deployment.model_validate(raw)
+
+    def stored_format_notes(self, arch: ModelArch) -> list[str]:
+        """Why the deployment serves the format it does, when the checkpoint chose it."""
+        stored = arch.stored
+        if stored is None or self.deployment is None or "weight_dtype" in self.deployment:
+            return []
+        return [f"weights {stored.weight_dtype}: {arch.name}'s checkpoint stores them as "
+                f"{stored.describe()}; set deployment.weight_dtype to serve another format"]
+
+    def _stored(self, arch: ModelArch | None) -> StoredWeights | None:
+        """The model's stored weight format; None for a 16-bit checkpoint, or a model that
+        does not load (its error comes where the deployment is resolved)."""
+        try:
+            return (arch or load_model(self.model)).stored
+        except InputError:
+            return None

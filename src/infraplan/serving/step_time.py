@@ -57,7 +57,7 @@ from infraplan.physics.collectives import all_gather, all_reduce, group, send_re
 from infraplan.physics.compute import GEMM_TILES, Device, gemm_kernels_s, memory_time
 from infraplan.reprs import compact_repr
 from infraplan.serving.memory import kv_bytes_per_token_per_gpu
-from infraplan.serving.quantization import WeightFormat
+from infraplan.serving.quantization import WeightFormat, stays_16_bit
 
 
 @dataclass(frozen=True)
@@ -263,8 +263,7 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
     accelerator's default node)."""
     act = dtype_bytes("bf16")
     dev = hardware.device(gpu.name, weights.gemm_dtype, use="serving")
-    dev16 = hardware.device(gpu.name, "bf16" if "bf16" in gpu.peak_flops else "fp16",
-                            use="serving")
+    dev16 = hardware.device(gpu.name, gpu.sixteen_bit, use="serving")
     fab = hardware.fabric(hardware.cluster(gpu.name, system))
     tokens = np.arange(max_tokens + 1, dtype=float)
     at, h = arch.attention, arch.hidden_size
@@ -282,6 +281,8 @@ def build_step_model(arch: ModelArch, gpu: Accelerator, *, tp: int, pp: int = 1,
             linear += routed_expert_s(dev, tokens, n, k, arch.moe.num_experts,
                                       g.tokens_per_token, weights.bytes_per_weight,
                                       g.layers, expert_imbalance)
+        elif stays_16_bit(g.scope, arch, weights):
+            linear += _roofline(dev16, tokens * g.tokens_per_token, n, k, act, act, g.layers)
         else:
             linear += _roofline(dev, tokens * g.tokens_per_token, n, k,
                                 weights.bytes_per_weight, act, g.layers)

@@ -1,0 +1,120 @@
+"""A quantized checkpoint's own weight format (its config.json quantization_config): read
+from the config, served by default, searched by default, shown by `model`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from infraplan.catalog import accelerator
+from infraplan.cli import main
+from infraplan.models import load_model
+from infraplan.models.stored import StoredWeights, stored_weights
+from infraplan.serving.memory import weight_bytes_per_gpu
+from infraplan.serving.quantization import weight_format
+
+OSS = {"model": "gpt-oss-120b",
+       "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 60,
+                   "input": {"kind": "fixed", "value": 500},
+                   "output": {"kind": "fixed", "value": 50}},
+       "deployment": {"gpu": "h100"}}
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                          "lm_head"]},
+     StoredWeights(method="mxfp4", weight_dtype="fp4", attention_unquantized=True)),
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+     StoredWeights(method="fp8", weight_dtype="fp8")),
+    ({"quant_method": "AWQ", "bits": 4, "group_size": 128},
+     StoredWeights(method="awq", weight_dtype="int4")),
+    ({"quant_method": "gptq", "bits": 8}, StoredWeights(method="gptq", weight_dtype="int8")),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"},
+     StoredWeights(method="modelopt", weight_dtype="fp4")),
+    ({"quant_method": "gptq", "bits": 3}, None),  # no 3-bit serving format
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, None),  # not guessed at
+    ({"bits": 4}, None),
+])
+def test_a_quantization_config_names_the_format_served(config, expected):
+    assert stored_weights({"quantization_config": config}) == expected
+    assert stored_weights({}) is None
+
+
+def test_the_catalogs_quantized_checkpoints_say_so():
+    assert load_model("gpt-oss-120b").stored == StoredWeights(
+        method="mxfp4", weight_dtype="fp4", attention_unquantized=True)
+    assert load_model("deepseek-v3").stored == StoredWeights(method="fp8", weight_dtype="fp8")
+    assert load_model("llama-3.1-70b").stored is None
+
+
+def test_gpt_oss_keeps_its_attention_in_16_bits_in_its_own_format_only():
+    """modules_to_not_convert lists self_attn: served as fp4, the attention weights take
+    2 bytes each; in fp8 (not the checkpoint's format) every GEMM weight is quantized."""
+    arch, h100 = load_model("gpt-oss-120b"), accelerator("h100")
+    at = arch.attention
+    attention = arch.num_layers * arch.hidden_size * (2 * at.q_width
+                                                      + 2 * at.num_kv_heads * at.head_dim)
+    fp4 = weight_format("fp4", h100, "bf16")
+    full = weight_bytes_per_gpu(arch, fp4, 1)
+    as_if_all = full - attention * (2.0 - fp4.bytes_per_weight)
+    assert as_if_all == pytest.approx(
+        weight_bytes_per_gpu(_without_stored(arch), fp4, 1), rel=1e-12)
+    fp8 = weight_format("fp8", h100, "bf16")
+    assert weight_bytes_per_gpu(arch, fp8, 1) == weight_bytes_per_gpu(_without_stored(arch),
+                                                                       fp8, 1)
+
+
+def _without_stored(arch):
+    from dataclasses import replace
+    return replace(arch, stored=None)
+
+
+def _cli(tmp_path, capsys, raw, *args):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main([*args, str(path), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_deployment_without_weight_dtype_serves_the_checkpoints_format(tmp_path, capsys):
+    """gpt-oss-120b was served in bf16 (217.61 GiB: no room on one H100) where vLLM loads
+    its MXFP4 checkpoint onto one."""
+    code, out = _cli(tmp_path, capsys, OSS, "simulate", "serve")
+    assert code == 0 and out["deployment"]["weight_dtype"] == "fp4"
+    assert out["notes"][0] == ("weights fp4: gpt-oss-120b's checkpoint stores them as mxfp4 "
+                               "(served as fp4; attention unquantized); set "
+                               "deployment.weight_dtype to serve another format")
+    named = dict(OSS, deployment={"gpu": "h100", "tp": 4, "weight_dtype": "bf16"})
+    code, out = _cli(tmp_path, capsys, named, "simulate", "serve")
+    assert code == 0 and out["deployment"]["weight_dtype"] == "bf16"
+    assert not any("checkpoint stores" in n for n in out["notes"])
+
+
+def test_plan_serve_also_searches_the_checkpoints_format(tmp_path, capsys):
+    """The default search (bf16, fp8) found 2 x H100 in fp8 the cheapest for gpt-oss-120b."""
+    raw = dict(OSS, search={"gpus": ["h100"], "tp": [1, 2]})
+    code, out = _cli(tmp_path, capsys, raw, "plan", "serve")
+    assert code == 0
+    best = out["best"]["deployment"]
+    assert (best["weight_dtype"], best["tp"], best["replicas"]) == ("fp4", 1, 1)
+    assert ("weight formats searched: bf16, fp8 and fp4, the last as gpt-oss-120b's "
+            "checkpoint stores its weights: mxfp4 (served as fp4; attention unquantized); set "
+            "search.weight_dtypes to choose") in out["notes"]
+    raw["search"]["weight_dtypes"] = ["bf16", "fp8"]  # named: searched as named
+    code, out = _cli(tmp_path, capsys, raw, "plan", "serve")
+    searched = {c["deployment"]["weight_dtype"] for c in out["alternatives"] + out["rejected"]}
+    assert searched == {"bf16", "fp8"}
+    assert not any("checkpoint stores" in n for n in out["notes"])
+
+
+def test_model_shows_the_stored_format_and_mxfp4_is_a_weight_format(capsys):
+    assert main(["model", "gpt-oss-120b"]) == 0
+    assert ("  quantization_config: weights stored as mxfp4 (served as fp4; attention "
+            "unquantized)\n") in capsys.readouterr().out
+    assert main(["model", "deepseek-v3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stored_weights"] == {
+        "method": "fp8", "weight_dtype": "fp8", "attention_unquantized": False}
+    from infraplan.serving.quantization import serving_weight_dtype
+    assert serving_weight_dtype("MXFP4") == "fp4"
