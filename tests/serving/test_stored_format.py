@@ -86,6 +86,9 @@ def test_a_deployment_without_weight_dtype_serves_the_checkpoints_format(tmp_pat
     assert out["notes"][0] == ("weights fp4: gpt-oss-120b's checkpoint stores them as mxfp4 "
                                "(served as fp4; attention unquantized); set "
                                "deployment.weight_dtype to serve another format")
+    from infraplan.serving.deployment import Deployment  # the library's default too
+    assert Deployment(model="gpt-oss-120b", gpu="h100").weight_dtype == "fp4"
+    assert Deployment(model="deepseek-v3", gpu="h200").weight_dtype == "fp8"
     named = dict(OSS, deployment={"gpu": "h100", "tp": 4, "weight_dtype": "bf16"})
     code, out = _cli(tmp_path, capsys, named, "simulate", "serve")
     assert code == 0 and out["deployment"]["weight_dtype"] == "bf16"

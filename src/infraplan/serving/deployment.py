@@ -57,7 +57,8 @@ class Deployment(SpecModel):
                                                  "throughput model: see step_time.py)")
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     weight_dtype: str = Field(default="bf16", description="bf16, fp16, fp8, int8, int4, fp4 "
-                              "(NVFP4); default: the chip's 16-bit type")
+                              "(NVFP4); default: a quantized checkpoint's own format, "
+                              "else the chip's 16-bit type")
     kv_dtype: str | None = Field(default=None,
                                  description="KV-cache dtype (default: 16-bit; fp8 halves it)")
     engine: str = Field(default="vllm", description="vllm, tensorrt-llm or sglang")
@@ -85,15 +86,22 @@ class Deployment(SpecModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _chip_sixteen_bit(cls, raw):
-        """No weight_dtype given: the chip's 16-bit type (fp16 on Volta and Turing)."""
-        if isinstance(raw, dict) and "weight_dtype" not in raw and isinstance(
-                raw.get("gpu"), str):
-            try:
-                raw = {**raw, "weight_dtype": activation_dtype(accelerator(raw["gpu"]))}
-            except InputError:
-                pass  # an unknown gpu: its own validator says so
-        return raw
+    def _default_weight_format(cls, raw):
+        """No weight_dtype given: a quantized checkpoint's own format (models.stored), else
+        the chip's 16-bit type (fp16 on Volta and Turing)."""
+        if not isinstance(raw, dict) or "weight_dtype" in raw:
+            return raw
+        try:
+            stored = load_model(raw["model"]).stored if isinstance(raw.get("model"), str) \
+                else None
+        except InputError:
+            stored = None  # a model that does not load: resolve says why
+        if stored is not None:
+            return {**raw, "weight_dtype": stored.weight_dtype}
+        try:
+            return {**raw, "weight_dtype": activation_dtype(accelerator(raw.get("gpu")))}
+        except (InputError, TypeError, AttributeError):
+            return raw  # no or an unknown gpu: its own validator says so
 
     @field_validator("engine_version")
     @classmethod

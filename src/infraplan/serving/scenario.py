@@ -10,8 +10,7 @@ from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
 from infraplan.errors import InputError
-from infraplan.models import ModelArch, load_model
-from infraplan.models.stored import StoredWeights
+from infraplan.models import ModelArch
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
@@ -151,8 +150,8 @@ class ServeScenario(SpecModel):
                     ", or run plan serve on the search" if self.search else ""))
         raw = dict(self.deployment)
         raw.setdefault("model", self.model)
-        if "weight_dtype" not in raw and (stored := self._stored(arch)) is not None:
-            raw["weight_dtype"] = stored.weight_dtype
+        if "weight_dtype" not in raw and arch is not None and arch.stored is not None:
+            raw["weight_dtype"] = arch.stored.weight_dtype  # Deployment reads catalog models'
         return Deployment.model_validate(raw)
 
     def stored_format_notes(self, arch: ModelArch) -> list[str]:
@@ -163,10 +162,3 @@ class ServeScenario(SpecModel):
         return [f"weights {stored.weight_dtype}: {arch.name}'s checkpoint stores them as "
                 f"{stored.describe()}; set deployment.weight_dtype to serve another format"]
 
-    def _stored(self, arch: ModelArch | None) -> StoredWeights | None:
-        """The model's stored weight format; None for a 16-bit checkpoint, or a model that
-        does not load (its error comes where the deployment is resolved)."""
-        try:
-            return (arch or load_model(self.model)).stored
-        except InputError:
-            return None
