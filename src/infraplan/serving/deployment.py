@@ -91,17 +91,18 @@ class Deployment(SpecModel):
         the chip's 16-bit type (fp16 on Volta and Turing)."""
         if not isinstance(raw, dict) or "weight_dtype" in raw:
             return raw
-        try:
-            stored = load_model(raw["model"]).stored if isinstance(raw.get("model"), str) \
-                else None
+        model, gpu = raw.get("model"), raw.get("gpu")
+        try:  # a model or gpu that does not load is refused by its own check, later
+            stored = load_model(model).stored if isinstance(model, str) else None
         except InputError:
-            stored = None  # a model that does not load: resolve says why
+            stored = None
         if stored is not None:
             return {**raw, "weight_dtype": stored.weight_dtype}
         try:
-            return {**raw, "weight_dtype": activation_dtype(accelerator(raw.get("gpu")))}
-        except (InputError, TypeError, AttributeError):
-            return raw  # no or an unknown gpu: its own validator says so
+            return {**raw, "weight_dtype": accelerator(gpu).sixteen_bit} \
+                if isinstance(gpu, str) else raw
+        except InputError:
+            return raw
 
     @field_validator("engine_version")
     @classmethod

@@ -20,7 +20,6 @@ from infraplan.catalog.engines import PRERELEASE_TAG
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import dropped_reasons, summarize
-from infraplan.serving.quantization import activation_dtype
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
@@ -149,8 +148,8 @@ def deployment_for_row(row: dict) -> Deployment:
         model=row["model"].strip(), gpu=gpu.name, system=node.name if node else None,
         tp=tp, pp=gpus // tp,
         # an empty cell: the chip's 16-bit type (fp16 where it has no bf16)
-        weight_dtype=row_word(row, "weight_dtype", activation_dtype(gpu)),
-        kv_dtype=row_word(row, "kv_dtype", activation_dtype(gpu)), engine=engine.name,
+        weight_dtype=row_word(row, "weight_dtype", gpu.sixteen_bit),
+        kv_dtype=row_word(row, "kv_dtype", gpu.sixteen_bit), engine=engine.name,
         engine_version=engine_version_for_row(row.get("engine")),
         batching="static" if static else "continuous",
         batch_size=row_int(row, "batch", required=True) if static else None,
