@@ -224,12 +224,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         cand.usd_per_hour = cand.deployment.num_gpus * price
         cand.resolved = resolved
         candidates.append(cand)
-    candidates.sort(key=lambda c: (c.usd_per_hour, c.deployment.num_gpus))
-    confirmed = []
-    for cand in candidates[:CONFIRMED]:
-        sims += _confirm(scenario, cand, rate, slo, base_dir)
-        confirmed.append(cand)
-    ranked = sorted(confirmed, key=lambda c: c.usd_per_hour) + candidates[CONFIRMED:]
+    ranked, confirmations = _confirm_cheapest(scenario, candidates, rate, slo, base_dir)
+    sims += confirmations
     for cand in ranked:
         cand.economics = scenario.monthly_economics(cand.deployment.gpu,
                                                     cand.deployment.num_gpus)
@@ -430,6 +426,30 @@ def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_di
         else:
             lo = mid
     return hi, summaries[hi], count, ""
+
+
+def _rank_key(cand: Candidate) -> tuple:
+    """Cheapest first; at equal cost fewer GPUs, then the lower p99 end-to-end latency
+    (fp8 beside bf16 on the same GPUs serves faster for the same money)."""
+    e2e_p99_s = cand.summary["e2e_s"]["p99"] if cand.summary else math.inf
+    return (cand.usd_per_hour, cand.deployment.num_gpus,
+            e2e_p99_s if math.isfinite(e2e_p99_s) else math.inf)
+
+
+def _confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
+                      base_dir) -> tuple[list[Candidate], int]:
+    """The candidates ranked, the first CONFIRMED of them simulated as whole deployments.
+    Confirming can add replicas, so a confirmed candidate may fall behind unconfirmed ones:
+    re-rank and confirm the new leaders until the first CONFIRMED are all confirmed."""
+    confirmed, sims = set(), 0
+    while True:
+        candidates.sort(key=_rank_key)
+        pending = [c for c in candidates[:CONFIRMED] if id(c) not in confirmed]
+        if not pending:
+            return candidates, sims
+        for cand in pending:
+            sims += _confirm(scenario, cand, rate, slo, base_dir)
+            confirmed.add(id(cand))
 
 
 def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:

@@ -1,0 +1,58 @@
+"""How plan serve orders what it keeps: cost, then GPUs, then latency; the leaders confirmed."""
+
+from __future__ import annotations
+
+import infraplan.serving.planner as planner
+from infraplan.serving.deployment import Deployment
+from infraplan.serving.planner import CONFIRMED, Candidate, plan_serving
+from infraplan.serving.scenario import ServeScenario
+
+TRAFFIC = {"arrival": {"kind": "poisson", "rate_per_s": 10}, "num_requests": 400,
+           "input": {"kind": "lognormal", "mean": 1000, "sigma": 0.8, "max": 8000},
+           "output": {"kind": "lognormal", "mean": 200, "sigma": 0.8, "max": 2000}}
+
+
+def test_equal_cost_ranks_the_faster_format_first():
+    """bf16 and fp8 on the same two H100s cost the same; fp8 reads half the weight bytes a
+    decode step, so its latency is lower and it ranks first (the grid order put bf16
+    first)."""
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b", "traffic": TRAFFIC,
+        "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.1},
+        "search": {"gpus": ["h100"], "tp": [2], "weight_dtypes": ["bf16", "fp8"],
+                   "max_replicas": 4}})
+    plan = plan_serving(scenario)
+    first, second = plan.ranked
+    assert first.usd_per_hour == second.usd_per_hour
+    assert (first.deployment.weight_dtype, second.deployment.weight_dtype) == ("fp8", "bf16")
+    assert first.summary["e2e_s"]["p99"] < second.summary["e2e_s"]["p99"]
+
+
+def _candidate(gpus: int, usd_per_hour: float, e2e_p99_s: float) -> Candidate:
+    dep = Deployment(model="llama-3.1-8b", gpu="h100", tp=1, replicas=gpus)
+    return Candidate(dep, usd_per_hour=usd_per_hour,
+                     summary={"e2e_s": {"p99": e2e_p99_s}})
+
+
+def test_a_leader_that_grows_on_confirmation_lets_the_next_be_confirmed(monkeypatch):
+    """Confirming the cheapest as a whole deployment added replicas until it cost more than
+    the fourth; the fourth then leads unconfirmed. The leaders are confirmed until the
+    first CONFIRMED of the final order all were, and the order is by cost throughout."""
+    confirmed = []
+
+    def fake_confirm(scenario, cand, rate, slo, base_dir):
+        confirmed.append(cand)
+        if cand.usd_per_hour == 1.0:  # the router needs three more replicas
+            cand.deployment = cand.deployment.model_copy(update={"replicas": 4})
+            cand.usd_per_hour = 4.0
+        return 1
+
+    monkeypatch.setattr(planner, "_confirm", fake_confirm)
+    cands = [_candidate(n, float(n), 1.0) for n in (1, 2, 3, 3)]
+    faster = cands[3]
+    faster.summary = {"e2e_s": {"p99": 0.5}}  # the faster of the two at $3/h
+    ranked, sims = planner._confirm_cheapest(None, cands, 10.0, None, None)
+    assert [c.usd_per_hour for c in ranked] == [2.0, 3.0, 3.0, 4.0]
+    assert ranked[1] is faster  # equal cost and GPUs: the lower p99 end-to-end first
+    assert sims == len(confirmed) == CONFIRMED + 1
+    assert all(c in confirmed for c in ranked[:CONFIRMED])
