@@ -121,3 +121,38 @@ def test_model_shows_the_stored_format_and_mxfp4_is_a_weight_format(capsys):
         "method": "fp8", "weight_dtype": "fp8", "attention_unquantized": False}
     from infraplan.serving.quantization import serving_weight_dtype
     assert serving_weight_dtype("MXFP4") == "fp4"
+
+
+def test_checkpoint_in_a_search_names_the_format_the_model_stores(tmp_path, capsys):
+    """`weight_dtypes: [checkpoint, fp8]` is fp4 and fp8 for gpt-oss-120b (MXFP4), bf16 and
+    fp8 for Llama 3.1 8B (a bfloat16 checkpoint), fp16 for a float16 checkpoint; a typo of
+    the keyword is pointed at it."""
+    from dataclasses import replace
+
+    from infraplan.serving.quantization import checkpoint_weight_dtype
+
+    raw = dict(OSS, search={"gpus": ["h100"], "tp": [1],
+                            "weight_dtypes": ["Checkpoint", "fp8", "fp4"]})
+    code, out = _cli(tmp_path, capsys, raw, "plan", "serve")
+    assert code == 0
+    searched = {c["deployment"]["weight_dtype"] for c in out["alternatives"] + out["rejected"]}
+    assert searched == {"fp4", "fp8"}  # listed twice, searched once
+    assert ("weight formats searched: fp4, fp8; checkpoint is fp4, as gpt-oss-120b's "
+            "checkpoint stores its weights: mxfp4 (served as fp4; attention unquantized)"
+            ) in out["notes"]
+    llama = dict(raw, model="llama-3.1-8b")
+    code, out = _cli(tmp_path, capsys, llama, "plan", "serve")
+    searched = {c["deployment"]["weight_dtype"] for c in out["alternatives"] + out["rejected"]}
+    assert code == 0 and searched == {"bf16", "fp8", "fp4"}
+    assert "checkpoint is bf16, as llama-3.1-8b's checkpoint stores its weights: 16-bit " \
+           "(bfloat16)" in out["notes"][1]
+    arch = load_model("llama-3.1-8b")
+    assert checkpoint_weight_dtype(replace(arch, dtype="float16")) == "fp16"
+    assert checkpoint_weight_dtype(replace(arch, dtype="float32")) == "bf16"
+    llama["search"]["weight_dtypes"] = ["chekpoint"]
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(llama))
+    assert main(["plan", "serve", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "search.weight_dtypes has 'chekpoint', not a serving weight format; did you " \
+           "mean 'checkpoint'?" in err and "or checkpoint (the format" in err

@@ -249,3 +249,23 @@ def test_serving_takes_an_uploaded_config(client):
                 answer["best"]["deployment"].pop("model")
             assert got["best"] == want["best"]
         assert client.post(path, json={**base, "config": config}).status_code == 422
+
+
+def test_serving_defaults_to_the_checkpoints_format(client):
+    """The form sent bf16 unless told otherwise: a V100 simulation was refused (no bf16)
+    and gpt-oss-120b (an MXFP4 checkpoint) did not fit one H100. Unset, the weight format
+    is the checkpoint's, as the CLI has it; a plan searches it as `checkpoint`."""
+    body = {k: v for k, v in SIM_BODY.items() if k != "weight_dtype"}
+    for gpu, model, expected in (("v100", "llama-3.1-8b", "fp16"),
+                                 ("h100", "gpt-oss-120b", "fp4")):
+        r = client.post("/api/simulate/serve", json={**body, "gpu": gpu, "model": model,
+                                                     "sweep": False})
+        assert r.status_code == 200, r.text
+        assert r.json()["result"]["deployment"]["weight_dtype"] == expected
+    plan = {k: v for k, v in PLAN_SERVE_BODY.items() if k != "weight_dtypes"}
+    r = client.post("/api/plan/serve", json={**plan, "model": "gpt-oss-120b", "gpus": ["h100"]})
+    assert r.status_code == 200, r.text
+    best = r.json()["result"]["best"]["deployment"]
+    assert (best["weight_dtype"], best["tp"]) == ("fp4", 1)
+    assert any(n.startswith("weight formats searched: fp4, fp8; checkpoint is fp4")
+               for n in r.json()["result"]["notes"])

@@ -25,7 +25,8 @@ from infraplan.models import load_model, uncounted_notes
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.nearby import runnable_nearby
-from infraplan.serving.quantization import sixteen_bit
+from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
+                                            sixteen_bit)
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import (ArrivalSpec, Requests, TrafficSpec, generate,
@@ -257,16 +258,25 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
 
 
 def _with_stored_format(scenario: ServeScenario, arch) -> tuple[ServeScenario, list[str]]:
-    """A search that names no weight formats also tries the one a quantized checkpoint
-    stores (what its engine loads by default), with a note saying so."""
+    """search.weight_dtypes with `checkpoint` resolved to the format the model's checkpoint
+    stores; a search that names no weight formats also tries a quantized checkpoint's own
+    (what its engine loads by default). Either way a note says what was searched."""
     space, stored = scenario.search, arch.stored
-    if stored is None or "weight_dtypes" in space.model_fields_set \
+    if CHECKPOINT_FORMAT in space.weight_dtypes:
+        own = checkpoint_weight_dtype(arch)
+        formats = tuple(dict.fromkeys(own if f == CHECKPOINT_FORMAT else f
+                                      for f in space.weight_dtypes))
+        how = stored.describe() if stored else f"16-bit ({arch.dtype})"
+        note = (f"weight formats searched: {', '.join(formats)}; {CHECKPOINT_FORMAT} is "
+                f"{own}, as {arch.name}'s checkpoint stores its weights: {how}")
+    elif stored is None or "weight_dtypes" in space.model_fields_set \
             or stored.weight_dtype in space.weight_dtypes:
         return scenario, []
-    formats = (*space.weight_dtypes, stored.weight_dtype)
-    note = (f"weight formats searched: {', '.join(formats[:-1])} and {formats[-1]}, the last "
-            f"as {arch.name}'s checkpoint stores its weights: {stored.describe()}; set "
-            "search.weight_dtypes to choose")
+    else:
+        formats = (*space.weight_dtypes, stored.weight_dtype)
+        note = (f"weight formats searched: {', '.join(formats[:-1])} and {formats[-1]}, the "
+                f"last as {arch.name}'s checkpoint stores its weights: {stored.describe()}; "
+                "set search.weight_dtypes to choose")
     space = space.model_copy(update={"weight_dtypes": formats})
     return scenario.model_copy(update={"search": space}), [note]
 

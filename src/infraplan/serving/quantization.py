@@ -70,6 +70,22 @@ def kv_format(name: str) -> str:
     return dtype
 
 
+CHECKPOINT_FORMAT = "checkpoint"  # in a search: the format the model's checkpoint stores
+
+
+def checkpoint_weight_dtype(arch: ModelArch) -> str:
+    """The serving weight format `arch`'s checkpoint stores: its quantization_config's
+    (models/stored.py), else its 16-bit torch_dtype (a float32 checkpoint is served in
+    bf16, as vLLM's dtype "auto" does)."""
+    if arch.stored is not None:
+        return arch.stored.weight_dtype
+    try:
+        dtype = canonical_dtype(arch.dtype, field="torch_dtype")
+    except InputError:  # a torch_dtype that names no dtype ("auto"): the usual bf16
+        dtype = "bf16"
+    return "fp16" if dtype == "fp16" else "bf16"
+
+
 def serving_weight_dtype(name: str) -> str:
     """`name` in canonical spelling if it is a serving weight format; an InputError naming
     them otherwise."""

@@ -9,12 +9,12 @@ from pydantic import Field, PositiveInt, field_validator
 from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.models import ModelArch
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
-from infraplan.serving.quantization import kv_format, serving_weight_dtype
+from infraplan.serving.quantization import CHECKPOINT_FORMAT, kv_format, serving_weight_dtype
 from infraplan.serving.traffic import TrafficSpec
 
 
@@ -54,10 +54,18 @@ class SearchSpace(SpecModel):
     def _known_weight_formats(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         out = []
         for name in names:
+            if isinstance(name, str) and name.strip().lower() == CHECKPOINT_FORMAT:
+                out.append(CHECKPOINT_FORMAT)  # resolved against the model by the planner
+                continue
             try:
                 out.append(serving_weight_dtype(name))
             except InputError as exc:
-                raise InputError(f"has {name!r}, {exc.message}", fix=exc.fix) from None
+                close = close_matches(str(name).strip().lower(), (CHECKPOINT_FORMAT,))
+                message = (f"not a serving weight format; did you mean {close[0]!r}?"
+                           if close and "did you mean" not in exc.message else exc.message)
+                raise InputError(f"has {name!r}, {message}",
+                                 fix=f"{exc.fix}, or {CHECKPOINT_FORMAT} (the format the "
+                                     "model's checkpoint stores)") from None
         return tuple(dict.fromkeys(out))
 
     @field_validator("engine")

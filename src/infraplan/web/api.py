@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, StrictBool
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
-from infraplan.serving.quantization import SERVING_WEIGHT_DTYPES
+from infraplan.serving.quantization import CHECKPOINT_FORMAT, SERVING_WEIGHT_DTYPES
 from infraplan.workloads import OptimizerName, Precision
 from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
@@ -111,6 +111,8 @@ class SloIn(In):
 
 
 WeightDtype = Literal[SERVING_WEIGHT_DTYPES]  # the formats serving/quantization.py models
+# in a search, also the format the model's checkpoint stores (resolved by the planner)
+SearchedWeightDtype = Literal[(CHECKPOINT_FORMAT, *SERVING_WEIGHT_DTYPES)]
 KvDtype = Literal["bf16", "fp16", "fp8"]
 
 
@@ -128,7 +130,9 @@ class SimulateServeRequest(_Serve):
     gpu: str = Field(max_length=100, description="accelerator name or alias")
     tp: TensorParallel = 1
     replicas: Count = Field(default=1, ge=1, le=64)
-    weight_dtype: WeightDtype = "bf16"
+    weight_dtype: WeightDtype | None = Field(
+        default=None, description="default: the format the checkpoint stores (a quantized "
+        "one's own, else 16-bit)")
     kv_dtype: KvDtype | None = None
     sweep: StrictBool = Field(default=True, description="also simulate 25-125% of the rate")
 
@@ -138,8 +142,9 @@ class PlanServeRequest(_Serve):
 
     gpus: list[str] = Field(min_length=1, max_length=MAX_ACCELERATORS)
     tp: list[TensorParallel] = Field(default=[1, 2], min_length=1, max_length=4)
-    weight_dtypes: list[WeightDtype] = Field(default=["bf16", "fp8"], min_length=1,
-                                             max_length=3)
+    weight_dtypes: list[SearchedWeightDtype] = Field(
+        default=[CHECKPOINT_FORMAT, "fp8"], min_length=1, max_length=3,
+        description=f"{CHECKPOINT_FORMAT}: the format the model's checkpoint stores")
     kv_dtypes: list[KvDtype] = Field(default=["bf16"], min_length=1, max_length=2)
     max_replicas: Count = Field(default=16, ge=1, le=64)
 
