@@ -312,6 +312,22 @@ def test_empty_format_cells_are_the_chips_16_bit_type(gpu, sixteen):
     assert (dep.weight_dtype, dep.kv_dtype) == (sixteen, sixteen)
 
 
+def test_an_empty_weight_cell_of_a_quantized_checkpoint_is_its_own_format(tmp_path):
+    """gpt-oss-120b stores MXFP4 weights and vLLM loads them so; an empty weight cell was
+    bf16 (no room on one H100). A config named relative to the CSV is read the same way."""
+    from infraplan.catalog import MODELS_DIR, load_catalog
+    from infraplan.serving.validate import deployment_for_row
+
+    row = dict(id="r", model="gpt-oss-120b", gpu="h100", num_gpus="1", tp="1",
+               weight_dtype="", kv_dtype="", arrival="offline", engine="vLLM")
+    assert deployment_for_row(row).weight_dtype == "fp4"
+    assert deployment_for_row(dict(row, weight_dtype="fp8")).weight_dtype == "fp8"
+    config = MODELS_DIR / load_catalog().models.get("gpt-oss-120b").config_file
+    (tmp_path / "oss.json").write_text(config.read_text())
+    dep = deployment_for_row(dict(row, model="oss.json"), tmp_path)
+    assert (dep.weight_dtype, dep.kv_dtype) == ("fp4", "bf16")
+
+
 def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
     """Latency metrics (ttft, tpot, its alias itl, e2e) x (p50, mean, p90, p99) take that
     statistic of the per-request latencies; throughputs divide by the run's makespan. A

@@ -18,6 +18,7 @@ from pathlib import Path
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import PRERELEASE_TAG
 from infraplan.errors import InputError
+from infraplan.models import load_model
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
@@ -133,7 +134,7 @@ def engine_version_for_row(text: str | None) -> str | None:
     return found.group() if found else None
 
 
-def deployment_for_row(row: dict) -> Deployment:
+def deployment_for_row(row: dict, base_dir: Path | None = None) -> Deployment:
     engine = load_catalog().engines.get(engine_for_row(row.get("engine")))
     tp = row_int(row, "tp", low=1) or 1
     gpus = row_int(row, "num_gpus", low=1) or tp
@@ -143,12 +144,15 @@ def deployment_for_row(row: dict) -> Deployment:
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
     gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
+    # an empty weight cell: what the engine loads, a quantized checkpoint's own format
+    stored = load_model(row["model"].strip(), base_dir=base_dir).stored
     # model_validate: a bad cell fails its row with the field named, not a traceback
     return Deployment.model_validate(dict(
         model=row["model"].strip(), gpu=gpu.name, system=node.name if node else None,
         tp=tp, pp=gpus // tp,
-        # an empty cell: the chip's 16-bit type (fp16 where it has no bf16)
-        weight_dtype=row_word(row, "weight_dtype", gpu.sixteen_bit),
+        # else an empty cell is the chip's 16-bit type (fp16 where it has no bf16)
+        weight_dtype=row_word(row, "weight_dtype",
+                              stored.weight_dtype if stored else gpu.sixteen_bit),
         kv_dtype=row_word(row, "kv_dtype", gpu.sixteen_bit), engine=engine.name,
         engine_version=engine_version_for_row(row.get("engine")),
         batching="static" if static else "continuous",
@@ -177,7 +181,7 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         raise InputError(f"row {row['id']!r}: {metric} needs output_len >= 2 (a one-token "
                          "answer has no time per output token)")
     try:
-        dep, requests = deployment_for_row(row), requests_for_row(row)
+        dep, requests = deployment_for_row(row, base_dir), requests_for_row(row)
     except InputError as exc:
         raise _in_columns(row, exc) from None
     result = simulate(dep, requests, base_dir=base_dir)
