@@ -156,3 +156,21 @@ def test_checkpoint_in_a_search_names_the_format_the_model_stores(tmp_path, caps
     err = capsys.readouterr().err
     assert "search.weight_dtypes has 'chekpoint', not a serving weight format; did you " \
            "mean 'checkpoint'?" in err and "or checkpoint (the format" in err
+
+
+def test_a_simulation_report_says_why_it_serves_the_checkpoints_format(tmp_path):
+    """The report (and the web page built from it) showed 'weights fp4' with no word on
+    why; `simulate serve` printed the note."""
+    from infraplan.report.document import build_document
+
+    path = tmp_path / "oss.yaml"
+    path.write_text(yaml.safe_dump(OSS))
+    doc = build_document(path)
+    scale = next(s for s in doc["sections"] if s["heading"] == "Scale")
+    assert ("weights fp4: gpt-oss-120b's checkpoint stores them as mxfp4 (served as fp4; "
+            "attention unquantized); set deployment.weight_dtype to serve another format"
+            ) in scale["paragraphs"]
+    path.write_text(yaml.safe_dump(dict(OSS, deployment={"gpu": "h100", "tp": 2,
+                                                         "weight_dtype": "fp8"})))
+    scale = next(s for s in build_document(path)["sections"] if s["heading"] == "Scale")
+    assert not any("checkpoint stores" in p for p in scale["paragraphs"])

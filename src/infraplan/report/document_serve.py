@@ -165,9 +165,12 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("accelerators", dep.num_gpus, f"{dep.num_gpus:,} x {gpu}"),
             item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
             item("requests simulated", summary["requests"], f"{summary['requests']:,}")],
-            # a plan's notes name the model's uncounted towers in Yield; a lone simulation here
+            # a plan's notes (Yield) name the model's uncounted towers and the checkpoint's
+            # format; a lone simulation names them here
             paragraphs=[f"Simulated: {sim['label']}.",
-                        *(uncounted_notes(result.replica.arch) if plan is None else ())])
+                        *(() if plan is not None else
+                          (*scenario.stored_format_notes(result.replica.arch),
+                           *uncounted_notes(result.replica.arch)))])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
             item("output tokens per second", t["output_tokens_per_s"],
