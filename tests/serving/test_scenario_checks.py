@@ -170,6 +170,8 @@ def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
     items = {i["label"]: i["text"] for sec in doc["sections"] for i in sec["items"]}
     assert items["requests meeting every SLO"] == items["goodput (all SLOs met)"] == \
         items["highest load meeting the SLOs"] == "no SLO set"
+    # Yield claimed '125% of the planning rate or more' of headroom for this queue
+    assert "headroom before the SLOs break" not in items
     # with one, it is named and counted
     timed = _with(slow, slo={"ttft_p99_s": 1.0})
     code, out, _ = _run(tmp_path, capsys, timed, "simulate", "serve", "--json")
@@ -177,14 +179,20 @@ def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
     assert data["slo"] == {"ttft_p99_s": 1.0} and data["slo_attainment"] < 0.5
     # the load test's headline says where its sweep ended: it gave the sweep's top as the
     # highest load meeting the SLOs, and 'none swept' when the lowest missed them
-    for slo, headline in (({"ttft_p99_s": 1.0}, "none swept: missed at 12.5 requests/s, "
-                                                "the lowest"),
-                          ({"ttft_p99_s": 1e4}, "62.5 requests/s or more (the highest "
-                                                "swept)")):
+    # Yield's headroom said '25% of the planning rate or more' where the sweep missed the
+    # SLOs from 50% on
+    for slo, headline, headroom in (
+            ({"ttft_p99_s": 1.0}, "none swept: missed at 12.5 requests/s, the lowest",
+             "none on 1 replica: missed at 25% of the planning rate, the lowest swept"),
+            ({"ttft_p99_s": 4.0}, "12.5 requests/s",
+             "none on 1 replica: met up to 25% of the planning rate, missed at 50%"),
+            ({"ttft_p99_s": 1e4}, "62.5 requests/s or more (the highest swept)",
+             "125% of the planning rate or more (the highest swept) on 1 replica")):
         doc = serving_document(ServeScenario.model_validate(_with(slow, slo=slo)),
                                plan=False, sweep=True, sweep_requests=40)
         items = {i["label"]: i["text"] for sec in doc["sections"] for i in sec["items"]}
         assert items["highest load meeting the SLOs"] == headline
+        assert items["headroom before the SLOs break"] == headroom
 
 
 def test_plan_serve_without_an_slo_says_what_it_planned_for():

@@ -97,6 +97,22 @@ def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
     return text + " or more (the highest swept)" if ok[-1] is points[-1] else text
 
 
+def _headroom(points: list[dict], ok: list[dict], replicas: int) -> str:
+    """How far above the planning rate the sweep still met the SLOs, and where it missed
+    them: 'none' when it missed them at or below the planning rate."""
+    on = f"on {replicas} replica{'s' * (replicas != 1)}"
+    if not ok:
+        return f"none {on}: missed at {points[0]['fraction']:.0%} of the planning rate, " \
+               "the lowest swept"
+    top = ok[-1]
+    above = [p for p in points if p["fraction"] > top["fraction"]]
+    missed = f", missed at {above[0]['fraction']:.0%}" if above else " or more (the highest " \
+        "swept)"
+    if top["fraction"] < 1:
+        return f"none {on}: met up to {top['fraction']:.0%} of the planning rate{missed}"
+    return f"{top['fraction']:.0%} of the planning rate{missed} {on}"
+
+
 def _describe(dep) -> str:
     return f"{dep.replicas} x {dep.tp} x {dep.gpu}, {dep.engine}, weights {dep.weight_dtype}" \
         + (f", KV {dep.kv_dtype}" if dep.kv_dtype else "")
@@ -271,12 +287,11 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                if plan.runnable_nearby else [])
             + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
-    if points and sim is not None:
+    if points and sim is not None and slo_set:
         ok = [p for p in points if p["meets_slo"]]
-        if ok:
-            yield_items.append(item("headroom before the SLOs break", ok[-1]["fraction"],
-                                    f"{ok[-1]['fraction']:.0%} of the planning rate or more "
-                                    f"on {sim['deployment'].replicas} replica(s)"))
+        yield_items.append(item("headroom before the SLOs break",
+                                ok[-1]["fraction"] if ok else None,
+                                _headroom(points, ok, sim["deployment"].replicas)))
     s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
                            "to this plan")
     s["Yield plan"] = section("DEPLOY", "Yield plan", items=yield_items,
