@@ -7,9 +7,10 @@ import json
 import pytest
 
 from infraplan.cli import main
+from infraplan.serving.capacity import idle_latency
 from infraplan.serving.deployment import Deployment, resolve
-from infraplan.serving.planner import (_per_replica, idle_latency, plan_serving,
-                                       stationary_stream, violations)
+from infraplan.serving.planner import (_per_replica, plan_serving, stationary_stream,
+                                       violations)
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.metrics import Slo
 from infraplan.serving.simulate import simulate

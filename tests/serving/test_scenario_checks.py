@@ -14,7 +14,8 @@ from infraplan.cli import main
 from infraplan.errors import InputError
 from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.metrics import summarize
-from infraplan.serving.planner import plan_serving, saturated_requests_per_s
+from infraplan.serving.capacity import saturated_requests_per_s
+from infraplan.serving.planner import plan_serving
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests

@@ -17,11 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model, uncounted_notes
+from infraplan.serving.capacity import idle_latency, saturated_requests_per_s
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.nearby import runnable_nearby
@@ -29,14 +28,10 @@ from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight
                                             sixteen_bit)
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import (ArrivalSpec, Requests, TrafficSpec, generate,
-                                      mean_rate_per_s, with_rate)
+from infraplan.serving.traffic import (ArrivalSpec, TrafficSpec, generate, mean_rate_per_s,
+                                      with_rate)
 
 CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
-# The saturated run holds this many engine batches of requests, so that most completions
-# happen while a queue still waits (a full batch) rather than while the last batch drains.
-SATURATION_BATCHES = 4
-SATURATION_SAMPLE = 4096  # requests of the stream whose lengths the saturated run takes
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
 
 
@@ -344,60 +339,6 @@ def _per_replica(scenario, resolved: ResolvedReplica, rate: float, replicas: int
                         seed=scenario.seed, base_dir=base_dir)
     result = simulate(resolved.deployment, requests, resolved=resolved)
     return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
-
-
-def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> float:
-    """The most requests a second one replica completes on the stream's lengths.
-
-    The lengths (at least SATURATION_BATCHES batches of max_num_seqs, repeated if the
-    stream is shorter; at most SATURATION_SAMPLE of them) all arrive at t = 0. The rate
-    counts the completions from the first one to the moment the last request starts (its
-    first token): the engine runs full the whole time, past the start-up of the first batch
-    and before the last batch drains. A queue is stable only below this rate (utilisation
-    < 1, e.g. Kleinrock, Queueing Systems I, Sec. 2.1), whatever the SLOs."""
-    engines = resolved.deployment.pp  # a pipeline runs pp engines (simulate.py)
-    n = max(SATURATION_BATCHES * resolved.max_num_seqs * engines,
-            min(len(requests), SATURATION_SAMPLE))
-    batch = Requests(np.zeros(n), np.resize(requests.input_tokens, n),
-                     np.resize(requests.output_tokens, n))
-    res = simulate(resolved.deployment.model_copy(update={"replicas": 1}), batch,
-                   resolved=resolved)
-    finish = np.sort(res.finish_s[res.completed])
-    if finish.size == 0:
-        return 0.0
-    last_start = float(np.nanmax(res.first_token_s))
-    steady = int(np.count_nonzero((finish > finish[0]) & (finish <= last_start)))
-    if steady == 0:  # one batch held every request: its whole run is the measure
-        return finish.size / float(finish[-1])
-    return steady / (last_start - float(finish[0]))
-
-
-MAX_GAP_WIDENINGS = 8  # 4^8: from a 1 s gap to 18 hours between requests
-
-
-def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
-    """Latency summary of the stream's requests (up to SATURATION_SAMPLE of them), each
-    alone on one replica: arrivals are spaced further apart than a request with the longest
-    prompt and the longest output takes alone. Load only adds work to the steps a request
-    shares (a step's time grows with what it holds), so each request's latency here is a
-    floor; the per-replica streams the planner simulates draw the same lengths (arrival
-    draws do not depend on the rate), so their percentiles cannot beat these."""
-    n = min(len(requests), SATURATION_SAMPLE)
-    inputs, outputs = requests.input_tokens[:n], requests.output_tokens[:n]
-    dep = resolved.deployment.model_copy(update={"replicas": 1})
-    longest = simulate(dep, Requests(np.zeros(1), inputs.max(keepdims=True),
-                                     outputs.max(keepdims=True)), resolved=resolved)
-    gap_s = 2.0 * float(np.nanmax(longest.finish_s, initial=0.0)) + 1.0
-    # The longest prompt with the longest output may not fit the cache (then it finished
-    # at NaN and the gap was 1 s, so the stream queued: a 330 s TTFT "alone"). Widen the
-    # gap until each request finished before the next arrived.
-    for _ in range(MAX_GAP_WIDENINGS):
-        arrivals = np.arange(n) * gap_s
-        alone = simulate(dep, Requests(arrivals, inputs, outputs), resolved=resolved)
-        if not (alone.finish_s[alone.completed] - arrivals[alone.completed] >= gap_s).any():
-            break
-        gap_s *= 4.0
-    return summarize(alone)
 
 
 def _fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir,

@@ -1,0 +1,70 @@
+"""What one replica can do on a stream's lengths, measured by simulation: its capacity
+(requests a second, saturated) and its latency floor (each request alone on it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from infraplan.serving.deployment import ResolvedReplica
+from infraplan.serving.metrics import summarize
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests
+
+# The saturated run holds this many engine batches of requests, so that most completions
+# happen while a queue still waits (a full batch) rather than while the last batch drains.
+SATURATION_BATCHES = 4
+SATURATION_SAMPLE = 4096  # requests of the stream whose lengths the saturated run takes
+
+
+def saturated_requests_per_s(resolved: ResolvedReplica, requests: Requests) -> float:
+    """The most requests a second one replica completes on the stream's lengths.
+
+    The lengths (at least SATURATION_BATCHES batches of max_num_seqs, repeated if the
+    stream is shorter; at most SATURATION_SAMPLE of them) all arrive at t = 0. The rate
+    counts the completions from the first one to the moment the last request starts (its
+    first token): the engine runs full the whole time, past the start-up of the first batch
+    and before the last batch drains. A queue is stable only below this rate (utilisation
+    < 1, e.g. Kleinrock, Queueing Systems I, Sec. 2.1), whatever the SLOs."""
+    engines = resolved.deployment.pp  # a pipeline runs pp engines (simulate.py)
+    n = max(SATURATION_BATCHES * resolved.max_num_seqs * engines,
+            min(len(requests), SATURATION_SAMPLE))
+    batch = Requests(np.zeros(n), np.resize(requests.input_tokens, n),
+                     np.resize(requests.output_tokens, n))
+    res = simulate(resolved.deployment.model_copy(update={"replicas": 1}), batch,
+                   resolved=resolved)
+    finish = np.sort(res.finish_s[res.completed])
+    if finish.size == 0:
+        return 0.0
+    last_start = float(np.nanmax(res.first_token_s))
+    steady = int(np.count_nonzero((finish > finish[0]) & (finish <= last_start)))
+    if steady == 0:  # one batch held every request: its whole run is the measure
+        return finish.size / float(finish[-1])
+    return steady / (last_start - float(finish[0]))
+
+
+MAX_GAP_WIDENINGS = 8  # 4^8: from a 1 s gap to 18 hours between requests
+
+
+def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
+    """Latency summary of the stream's requests (up to SATURATION_SAMPLE of them), each
+    alone on one replica: arrivals are spaced further apart than a request with the longest
+    prompt and the longest output takes alone. Load only adds work to the steps a request
+    shares (a step's time grows with what it holds), so each request's latency here is a
+    floor; the per-replica streams the planner simulates draw the same lengths (arrival
+    draws do not depend on the rate), so their percentiles cannot beat these."""
+    n = min(len(requests), SATURATION_SAMPLE)
+    inputs, outputs = requests.input_tokens[:n], requests.output_tokens[:n]
+    dep = resolved.deployment.model_copy(update={"replicas": 1})
+    longest = simulate(dep, Requests(np.zeros(1), inputs.max(keepdims=True),
+                                     outputs.max(keepdims=True)), resolved=resolved)
+    gap_s = 2.0 * float(np.nanmax(longest.finish_s, initial=0.0)) + 1.0
+    # The longest prompt with the longest output may not fit the cache (then it finished
+    # at NaN and the gap was 1 s, so the stream queued: a 330 s TTFT "alone"). Widen the
+    # gap until each request finished before the next arrived.
+    for _ in range(MAX_GAP_WIDENINGS):
+        arrivals = np.arange(n) * gap_s
+        alone = simulate(dep, Requests(arrivals, inputs, outputs), resolved=resolved)
+        if not (alone.finish_s[alone.completed] - arrivals[alone.completed] >= gap_s).any():
+            break
+        gap_s *= 4.0
+    return summarize(alone)
