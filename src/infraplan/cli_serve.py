@@ -59,7 +59,9 @@ def run_plan_serve(args) -> int:
 def run_simulate_serve(args) -> int:
     from infraplan.models import uncounted_notes
     from infraplan.report.serving import simulation_report
+    from infraplan.serving.capacity import capacity_summary
     from infraplan.serving.metrics import require_completions, summarize
+    from infraplan.serving.planner import offered_load
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
 
@@ -77,6 +79,8 @@ def run_simulate_serve(args) -> int:
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}; seed {scenario.seed}")
     notes = scenario.stored_format_notes(r.arch) + uncounted_notes(r.arch)
+    summary["capacity"] = capacity_summary(r, requests, dep.replicas,
+                                           *offered_load(scenario, base))
     data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(), "notes": notes,
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
     return emit(args, "simulate_serve", data,

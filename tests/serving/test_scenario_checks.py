@@ -181,16 +181,18 @@ def test_without_an_slo_no_view_claims_requests_met_it(tmp_path, capsys):
     # the load test's headline says where its sweep ended: it gave the sweep's top as the
     # highest load meeting the SLOs, and 'none swept' when the lowest missed them
     # Yield's headroom said '25% of the planning rate or more' where the sweep missed the
-    # SLOs from 50% on
-    for slo, headline, headroom in (
-            ({"ttft_p99_s": 1.0}, "none swept: missed at 12.5 requests/s, the lowest",
+    # SLOs from 50% on. One sequence at a time, this deployment completes about 6 requests
+    # a second: a load above that misses any SLO in the long run.
+    for rate, slo, headline, headroom in (
+            (50, {"ttft_p99_s": 1.0}, "none swept: missed at 12.5 requests/s, the lowest",
              "none on 1 replica: missed at 25% of the planning rate, the lowest swept"),
-            ({"ttft_p99_s": 4.0}, "12.5 requests/s",
-             "none on 1 replica: met up to 25% of the planning rate, missed at 50%"),
-            ({"ttft_p99_s": 1e4}, "62.5 requests/s or more (the highest swept)",
+            (8, {"ttft_p99_s": 1e4}, "4 requests/s",
+             "none on 1 replica: met up to 50% of the planning rate, missed at 75%"),
+            (4, {"ttft_p99_s": 1e4}, "5 requests/s or more (the highest swept)",
              "125% of the planning rate or more (the highest swept) on 1 replica")):
-        doc = serving_document(ServeScenario.model_validate(_with(slow, slo=slo)),
-                               plan=False, sweep=True, sweep_requests=40)
+        raw = _with(slow, slo=slo, traffic__arrival__rate_per_s=rate)
+        doc = serving_document(ServeScenario.model_validate(raw), plan=False, sweep=True,
+                               sweep_requests=40)
         items = {i["label"]: i["text"] for sec in doc["sections"] for i in sec["items"]}
         assert items["highest load meeting the SLOs"] == headline
         assert items["headroom before the SLOs break"] == headroom

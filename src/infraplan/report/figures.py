@@ -171,12 +171,16 @@ def latency_cdf_figure(latencies: dict[str, np.ndarray]) -> dict:
 
 
 def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
-    """Throughput and p99 latencies against offered load. Each point: {"rate_per_s",
-    "requests_per_s", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s"}."""
+    """Throughput (sustained, and completed in the finite run) and p99 latencies against
+    offered load. Each point: {"rate_per_s", "sustained_requests_per_s", "requests_per_s",
+    "ttft_p99_s", "tpot_p99_s", "e2e_p99_s"}."""
     rates = [p["rate_per_s"] for p in points]
-    traces = [{"type": "scatter", "mode": "lines+markers", "name": "throughput (req/s)",
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": "sustained (req/s)",
+               "x": rates, "y": [p["sustained_requests_per_s"] for p in points],
+               "marker": {"color": COLORS[0]}},
+              {"type": "scatter", "mode": "markers", "name": "completed in the run (req/s)",
                "x": rates, "y": [p["requests_per_s"] for p in points],
-               "marker": {"color": COLORS[0]}}]
+               "marker": {"color": COLORS[0], "symbol": "circle-open"}}]
     for n, (key, name) in enumerate((("ttft_p99_s", "p99 TTFT (s)"),
                                      ("tpot_p99_s", "p99 TPOT (s)"),
                                      ("e2e_p99_s", "p99 end to end (s)")), start=1):

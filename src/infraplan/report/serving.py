@@ -27,7 +27,10 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
                                        ("end to end", "e2e_s"))], align_right=[1, 2, 3, 4]),
              "",
              f"throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} "
-             f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s",
+             f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s"
+             + (" (over the run, its drain included)"
+                if "capacity" in s else ""),
+             *([f"capacity: {s['capacity']['text']}"] if "capacity" in s else []),
              f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
              f"({s['slo_attainment']:.1%} of requests)" if s.get("slo") else
              "goodput: no SLO set (slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)",

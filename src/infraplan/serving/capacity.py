@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from infraplan.serving.deployment import ResolvedReplica
@@ -68,3 +70,20 @@ def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
             break
         gap_s *= 4.0
     return summarize(alone)
+
+
+def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: int,
+                     offered_per_s: float, what: str = "offered") -> dict:
+    """The most requests a second the deployment completes on the stream's lengths (each
+    replica's saturated rate times the replicas: a router keeps every one busy while a
+    queue waits), and the share of it the traffic asks for (utilisation; none for an
+    offline batch, which has no rate)."""
+    capacity = replicas * saturated_requests_per_s(resolved, requests)
+    rated = math.isfinite(offered_per_s) and capacity > 0
+    share = offered_per_s / capacity if rated else None
+    text = f"{capacity:,.3g} requests/s when saturated"
+    if share is not None:
+        text += (f"; {what} {offered_per_s:,.3g} requests/s is {share:.0%} of it"
+                 + ("" if share < 1 else ", more than it completes: the queue grows"))
+    return {"requests_per_s": capacity, "offered_requests_per_s": offered_per_s if rated
+            else None, "utilization": share, "text": text}
