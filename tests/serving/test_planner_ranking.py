@@ -56,3 +56,32 @@ def test_a_leader_that_grows_on_confirmation_lets_the_next_be_confirmed(monkeypa
     assert ranked[1] is faster  # equal cost and GPUs: the lower p99 end-to-end first
     assert sims == len(confirmed) == CONFIRMED + 1
     assert all(c in confirmed for c in ranked[:CONFIRMED])
+
+
+def test_every_kept_configuration_runs_below_its_capacity_and_says_how_far(tmp_path, capsys):
+    """Load = planning rate / (replicas x one replica's saturated rate): below 1 for every
+    configuration kept (fewer replicas could not keep up at all), shown per row."""
+    import json
+
+    import yaml
+
+    from infraplan.cli import main
+
+    raw = {"model": "llama-3.1-8b", "traffic": TRAFFIC, "slo": {"ttft_p99_s": 1.0},
+           "search": {"gpus": ["h100", "l40s"], "tp": [1], "weight_dtypes": ["fp8"],
+                      "max_replicas": 8}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["plan", "serve", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    kept = out["alternatives"]
+    assert len(kept) == 2
+    for c in kept:
+        expected = 10 / (c["deployment"]["replicas"] * c["capacity_requests_per_s_per_replica"])
+        assert c["load_share"] == expected and 0 < expected < 1
+    assert out["best"]["load_share"] == kept[0]["load_share"]
+    assert main(["plan", "serve", str(path)]) == 0
+    text = capsys.readouterr().out
+    header = next(line for line in text.splitlines() if line.startswith("configuration"))
+    assert header.split()[-5:] == ["TPOT", "load", "$/M", "out", "tok"]
+    assert f"{kept[0]['load_share']:.0%}" in text.split(header)[1].splitlines()[2]

@@ -16,8 +16,9 @@ from infraplan.errors import InputError
 from infraplan.models import uncounted_notes
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
-from infraplan.serving.metrics import latencies, require_completions, summarize
+from infraplan.report.serving import LOAD_NOTE
 from infraplan.serving.capacity import capacity_summary
+from infraplan.serving.metrics import latencies, require_completions, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import stationary_stream as stream_at
 from infraplan.serving.planner import offered_load, plan_serving, planning_rate, violations
@@ -111,6 +112,10 @@ def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
         return f"none swept: missed at {points[0]['rate_per_s']:,.3g} requests/s, the lowest"
     text = f"{ok[-1]['rate_per_s']:,.3g} requests/s"
     return text + " or more (the highest swept)" if ok[-1] is points[-1] else text
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _meets_cell(point: dict, slo_set: bool) -> str:
@@ -308,15 +313,16 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                  else plan.verdict)], tables=[table(
                      "configurations that meet the SLOs, cheapest first",
                      ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
-                      "$/M output tokens"],
+                      "load", "$/M output tokens"],
                      [[c.describe(), c.deployment.num_gpus, usd(c.usd_per_hour),
                        ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
+                       _share(c.load_share(plan.rate_per_s)),
                        f"${c.summary.get('cost', {}).get('usd_per_million_output_tokens', 0):,.3f}"]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
                if plan.runnable_nearby else [])
-            + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
+            + [LOAD_NOTE, f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:
         ok = [p for p in points if p["meets_slo"]]

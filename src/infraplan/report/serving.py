@@ -8,6 +8,10 @@ from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
 from infraplan.units import format_count
 
+LOAD_NOTE = ("Load: the planning rate as a share of what the replicas complete saturated; "
+             "well below 100%, the latency SLOs rather than throughput set the replica "
+             "count.")
+
 
 def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
@@ -53,8 +57,10 @@ def plan_report(name: str, plan, seed: int) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
+        load = c.load_share(plan.rate_per_s)
         rows.append([c.describe(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
+                     "-" if load is None else f"{load:.0%}",
                      f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
     lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
              f"{plan.search_seconds:.1f} s (seed {seed})", ""]
@@ -63,7 +69,8 @@ def plan_report(name: str, plan, seed: int) -> str:
     else:
         lines += [f"cheapest: {plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h", "",
                   table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
-                         "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5])]
+                         "load", "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5, 6]),
+                  LOAD_NOTE]
         if plan.best.economics:
             lines += ["", "a month (30.44 days) of the cheapest, "
                       + economics_lines(plan.best.economics)[0]]

@@ -54,12 +54,20 @@ class Candidate:
         return (f"{d.replicas} x {d.tp} x {d.gpu} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
 
-    def to_json(self) -> dict:
+    def load_share(self, rate_per_s: float) -> float | None:
+        """The planning rate as a share of what the replicas complete saturated: well
+        below 1 when the latency SLOs, not throughput, set the replica count."""
+        if not self.capacity_requests_per_s:
+            return None
+        return rate_per_s / (self.deployment.replicas * self.capacity_requests_per_s)
+
+    def to_json(self, rate_per_s: float | None = None) -> dict:
         out = {"deployment": self.deployment.model_dump(), "describe": self.describe(),
                "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
                else None, "rejected": self.reason, "economics_per_month": self.economics,
                "capacity_requests_per_s_per_replica": self.capacity_requests_per_s,
-               "idle_slo_misses": self.idle_misses}
+               "idle_slo_misses": self.idle_misses,
+               "load_share": None if rate_per_s is None else self.load_share(rate_per_s)}
         if self.summary:
             s = self.summary
             out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
@@ -105,9 +113,9 @@ class ServePlan:
 
     def to_json(self) -> dict:
         return {"planning_rate_per_s": self.rate_per_s,
-                "best": self.best.to_json() if self.best else None,
-                "alternatives": [c.to_json() for c in self.ranked],
-                "rejected": [c.to_json() for c in self.rejected],
+                "best": self.best.to_json(self.rate_per_s) if self.best else None,
+                "alternatives": [c.to_json(self.rate_per_s) for c in self.ranked],
+                "rejected": [c.to_json(self.rate_per_s) for c in self.rejected],
                 "simulations": self.simulations, "search_seconds": self.search_seconds,
                 "notes": self.notes,
                 "runnable_nearby": [d.model_dump() for d in self.runnable_nearby]}
