@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from infraplan.catalog import accelerator, load_catalog
 from infraplan.catalog.engines import RELEASE, Engine
@@ -86,18 +86,23 @@ class Deployment(SpecModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_weight_format(cls, raw):
+    def _default_weight_format(cls, raw, info: ValidationInfo):
         """No weight_dtype given: a quantized checkpoint's own format (models.stored), else
-        the chip's 16-bit type (fp16 on Volta and Turing)."""
+        the chip's 16-bit type (fp16 on Volta and Turing). The validation context may give
+        `arch` (an uploaded config.json in place of the model) or the `base_dir` that a
+        model path is relative to."""
         if not isinstance(raw, dict) or "weight_dtype" in raw:
             return raw
+        context = info.context or {}
         model, gpu = raw.get("model"), raw.get("gpu")
+        arch = context.get("arch")
         try:  # a model or gpu that does not load is refused by its own check, later
-            stored = load_model(model).stored if isinstance(model, str) else None
+            if arch is None and isinstance(model, str):
+                arch = load_model(model, base_dir=context.get("base_dir"))
         except InputError:
-            stored = None
-        if stored is not None:
-            return {**raw, "weight_dtype": stored.weight_dtype}
+            arch = None
+        if arch is not None and arch.stored is not None:
+            return {**raw, "weight_dtype": arch.stored.weight_dtype}
         try:
             return {**raw, "weight_dtype": accelerator(gpu).sixteen_bit} \
                 if isinstance(gpu, str) else raw

@@ -158,9 +158,7 @@ class ServeScenario(SpecModel):
                     ", or run plan serve on the search" if self.search else ""))
         raw = dict(self.deployment)
         raw.setdefault("model", self.model)
-        if "weight_dtype" not in raw and arch is not None and arch.stored is not None:
-            raw["weight_dtype"] = arch.stored.weight_dtype  # Deployment reads catalog models'
-        return Deployment.model_validate(raw)
+        return Deployment.model_validate(raw, context={"arch": arch})
 
     def stored_format_notes(self, arch: ModelArch) -> list[str]:
         """Why the deployment serves the format it does, when the checkpoint chose it."""

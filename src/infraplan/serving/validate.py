@@ -18,7 +18,6 @@ from pathlib import Path
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import PRERELEASE_TAG
 from infraplan.errors import InputError
-from infraplan.models import load_model
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
@@ -144,20 +143,18 @@ def deployment_for_row(row: dict, base_dir: Path | None = None) -> Deployment:
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
     gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
-    # an empty weight cell: what the engine loads, a quantized checkpoint's own format
-    stored = load_model(row["model"].strip(), base_dir=base_dir).stored
+    # an empty weight cell is Deployment's default: a quantized checkpoint's own format (the
+    # model's path relative to the CSV), else the chip's 16-bit type, as the KV cell is
+    weights = {"weight_dtype": w} if (w := row_word(row, "weight_dtype")) else {}
     # model_validate: a bad cell fails its row with the field named, not a traceback
     return Deployment.model_validate(dict(
         model=row["model"].strip(), gpu=gpu.name, system=node.name if node else None,
-        tp=tp, pp=gpus // tp,
-        # else an empty cell is the chip's 16-bit type (fp16 where it has no bf16)
-        weight_dtype=row_word(row, "weight_dtype",
-                              stored.weight_dtype if stored else gpu.sixteen_bit),
+        tp=tp, pp=gpus // tp, **weights,
         kv_dtype=row_word(row, "kv_dtype", gpu.sixteen_bit), engine=engine.name,
         engine_version=engine_version_for_row(row.get("engine")),
         batching="static" if static else "continuous",
         batch_size=row_int(row, "batch", required=True) if static else None,
-        tuning="trtllm-bench" if bench else "engine"))
+        tuning="trtllm-bench" if bench else "engine"), context={"base_dir": base_dir})
 
 
 # A cell's own name in messages that name a simulator field (the CSV has no "traffic.")
