@@ -16,7 +16,7 @@ from infraplan.errors import InputError
 from infraplan.models import uncounted_notes
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
-from infraplan.report.serving import LOAD_NOTE
+from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import capacity_summary
 from infraplan.serving.metrics import latencies, require_completions, summarize
 from infraplan.serving.nearby import nearby_list
@@ -85,16 +85,17 @@ def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = N
         requests = generate(traffic, seed=scenario.seed, base_dir=base_dir)
         result = simulate(sim["deployment"], requests, resolved=sim["result"].replica)
         s = summarize(result, slo=slo)
+        keeps_up = rate_per_s * f < capacity_per_s
         points.append({"fraction": f, "rate_per_s": rate_per_s * f, "requests": n,
                        "requests_per_s": s["throughput"]["requests_per_s"],
                        "sustained_requests_per_s": min(rate_per_s * f, capacity_per_s),
-                       "keeps_up": rate_per_s * f < capacity_per_s,
+                       "keeps_up": keeps_up,
                        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
                        "ttft_p99_s": s["ttft_s"]["p99"], "tpot_p99_s": s["tpot_s"]["p99"],
                        "e2e_p99_s": s["e2e_s"]["p99"],
                        # over capacity the queue grows past any SLO, however short a run
                        # shows it (as the planner's replica count never goes below capacity)
-                       "meets_slo": rate_per_s * f < capacity_per_s and not violations(s, slo)})
+                       "meets_slo": keeps_up and not violations(s, slo)})
     return points
 
 
@@ -112,10 +113,6 @@ def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
         return f"none swept: missed at {points[0]['rate_per_s']:,.3g} requests/s, the lowest"
     text = f"{ok[-1]['rate_per_s']:,.3g} requests/s"
     return text + " or more (the highest swept)" if ok[-1] is points[-1] else text
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
 
 
 def _meets_cell(point: dict, slo_set: bool) -> str:
@@ -188,7 +185,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
     rate = plan.rate_per_s if plan is not None else None
     if rate is None and scenario.traffic.arrival.kind != "offline":
         rate = planning_rate(scenario, base_dir)
-    points = []
+    points, ok = [], []  # the sweep, and its points that met the SLOs
     if sim is not None:
         summary, dep, result = sim["summary"], sim["deployment"], sim["result"]
         figures["latency_cdf"] = fig.latency_cdf_figure(latencies(result))
@@ -199,12 +196,13 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      if c.resolved is not None
                      and (c.resolved.gpu.name, c.resolved.memory) != shown]
         figures["memory"] = fig.memory_figure(bars)
-        offered, what = offered_load(scenario, base_dir)
+        offered, what = offered_load(scenario, base_dir, rate)
         capacity = capacity_summary(result.replica, result.requests, dep.replicas,
                                     offered, what)
         if sweep and rate is not None and math.isfinite(rate):
             points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests,
                                 capacity_per_s=capacity["requests_per_s"])
+            ok = [p for p in points if p["meets_slo"]]
             figures["load_sweep"] = fig.load_sweep_figure(points, slo)
         gpu = result.replica.gpu.name
         t, kv = summary["throughput"], summary["kv_cache"]
@@ -279,7 +277,6 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("total tokens per second", t["total_tokens_per_s"],
                  f"{t['total_tokens_per_s']:,.0f}")], paragraphs=[CAPACITY_NOTE])
     if points:
-        ok = [p for p in points if p["meets_slo"]]
         s["Load-test"] = section("DEPLOY", "Load-test", tables=[table(
             "simulated load sweep", ["offered requests/s", "sustained requests/s",
                                      "completions/s in the run", "p99 TTFT", "p99 TPOT",
@@ -316,7 +313,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                       "load", "$/M output tokens"],
                      [[c.describe(), c.deployment.num_gpus, usd(c.usd_per_hour),
                        ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
-                       _share(c.load_share(plan.rate_per_s)),
+                       share_text(c.load_share(plan.rate_per_s)),
                        f"${c.summary.get('cost', {}).get('usd_per_million_output_tokens', 0):,.3f}"]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
@@ -325,7 +322,6 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             + [LOAD_NOTE, f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:
-        ok = [p for p in points if p["meets_slo"]]
         yield_items.append(item("headroom before the SLOs break",
                                 ok[-1]["fraction"] if ok else None,
                                 _headroom(points, ok, sim["deployment"].replicas)))

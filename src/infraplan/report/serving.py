@@ -13,6 +13,11 @@ LOAD_NOTE = ("Load: the planning rate as a share of what the replicas complete s
              "count.")
 
 
+def share_text(value: float | None) -> str:
+    """'42%', or '-' for a share there is none of."""
+    return "-" if value is None else f"{value:.0%}"
+
+
 def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
 
@@ -57,10 +62,9 @@ def plan_report(name: str, plan, seed: int) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
-        load = c.load_share(plan.rate_per_s)
         rows.append([c.describe(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
-                     "-" if load is None else f"{load:.0%}",
+                     share_text(c.load_share(plan.rate_per_s)),
                      f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
     lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
              f"{plan.search_seconds:.1f} s (seed {seed})", ""]
