@@ -160,3 +160,22 @@ def test_a_misspelt_all_to_all_overlap_names_yaml_spellings(tmp_path, capsys):
     assert main(["plan", "train", str(path)]) == 2
     assert "pin.ep_comm_overlap must be one of 'true', 'false', 'auto' (got 'sometimes')" \
         in capsys.readouterr().err
+
+
+def test_an_uneven_pipeline_split_is_named_with_the_flag_that_places_it():
+    """80 layers in 4 stages x 16 chunks hold 1 or 2 layers each, which Megatron-Core's
+    default split refuses; the plan says so. Even splits (4 x 10) and no pipeline say
+    nothing."""
+    note = ParallelPlan(pp=4, vp=16, dp=1).uneven_layout_note(80)
+    assert note == ("PP=4x16 splits the 80 layers unevenly (4 stages x 16 chunks of 1 or 2 "
+                    "layers): give Megatron-Core the split with "
+                    "--pipeline-model-parallel-layout; the largest chunk sets the pipeline "
+                    "bubble")
+    assert "16 stages of 7 or 8 layers" in ParallelPlan(pp=16, dp=1).uneven_layout_note(126)
+    assert ParallelPlan(pp=4, vp=10, dp=1).uneven_layout_note(80) is None
+    assert ParallelPlan(pp=1, dp=8).uneven_layout_note(79) is None
+    pinned = TrainScenario.model_validate({
+        "model": "llama-3.1-70b", "top": 1, "hardware": {"gpus": ["h100"], "counts": [64]},
+        "training": {"tokens": 1e10, "global_batch": 64, "seq_len": 4096},
+        "pin": {"pp": 4, "vp": 16}})
+    assert f"best plan: {note}" in plan_training(pinned).notes

@@ -19,7 +19,7 @@ from infraplan.training.evaluate import TrainingJob
 from infraplan.training.plan import ParallelPlan, PlanError, check_plan
 from infraplan.training.plan_train import gpu_counts, plan_training
 from infraplan.training.search import search
-from infraplan.training.space import Knobs, build_space
+from infraplan.training.space import VIRTUAL_STAGES, Knobs, build_space, default_vp
 from infraplan.units import GiB
 from infraplan.workloads import TrainScenario, load_scenario
 from tests.conftest import folded_text
@@ -353,3 +353,17 @@ def test_nothing_fits_names_the_smallest_plan_and_only_the_levers_left():
         search(arch, ["h100"], Knobs(gpus=(1,)), job)
     assert "unpin" not in str(free_error.value)
     assert "allow more GPUs than 1" in str(free_error.value)
+
+
+def test_virtual_stages_include_the_counts_that_split_a_stage_evenly():
+    """80 layers in 4 stages: 20 per stage, so 5 and 10 chunks split it evenly where the
+    usual 12 and 16 leave chunks of 1 or 2 layers (and the bubble of a 2-layer chunk). The
+    search offers them, up to the usual largest count."""
+    arch = load_model("llama-3.1-70b")
+    assert set(default_vp(arch, (4,))) == set(VIRTUAL_STAGES) | {5, 10}
+    assert set(default_vp(arch, (1, 3))) == set(VIRTUAL_STAGES)  # no pipeline, or uneven
+    job = TrainingJob(seq_len=8192, global_batch=512)
+    knobs = Knobs(gpus=(2048,), tp=(2,), pp=(4,), cp=(2,), zero=(1,), micro_batch=(1,),
+                  recompute=(0.0,), sequence_parallel=(1,), tp_overlap=(1,))
+    best = search(arch, ["h100"], knobs, job, top=1).best[0].plan
+    assert (best.pp, best.vp) == (4, 10)

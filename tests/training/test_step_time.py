@@ -84,6 +84,17 @@ def test_pipeline_bubble_is_p_minus_1_over_v_micro_batches():
         assert r.breakdown_s["bubble"] == pytest.approx(3 / vp * per_microbatch, rel=0.02)
 
 
+def test_uneven_chunks_pay_the_bubble_of_the_largest_chunk():
+    """32 layers in 4 stages of 3 virtual chunks: 12 chunks of 3 or 2 layers (8 per rank).
+    The fill and drain pass the largest chunk's 3 layers, not a third of the rank's 8:
+    the bubble is 3 x 3/8 micro-batch slots, not 3 x 1/3."""
+    arch = load_model("llama-2-7b")
+    job = TrainingJob(seq_len=4096, global_batch=64)
+    r = evaluate_plan(arch, "h100", job, ParallelPlan(tp=1, pp=4, dp=1, vp=3, micro_batch=1))
+    per_microbatch = (r.breakdown_s["compute"] + r.breakdown_s["pp_p2p"]) / 64
+    assert r.breakdown_s["bubble"] == pytest.approx(3 * 3 / 8 * per_microbatch, rel=0.02)
+
+
 def test_interleaved_pipelines_overlap_their_steady_state_sends():
     """Megatron-LM overlaps the interleaved schedule's steady-state sends and receives with
     the next chunk's compute (overlap_p2p_comm, on unless --no-overlap-p2p-communication);

@@ -68,6 +68,21 @@ class ParallelPlan:
         parts += ["EP-overlap"] if self.ep_comm_overlap else []
         return " ".join(parts)
 
+    def uneven_layout_note(self, num_layers: int) -> str | None:
+        """What to set when the pipeline's model chunks cannot hold equal layer counts
+        (126 layers in 16 stages, 80 in 4 x 16 chunks): Megatron-Core's default split
+        refuses them; a custom layout places them (physics/memory/states.stage_layer_indices
+        gives the extra layers to the first chunks, as priced)."""
+        chunks = self.pp * self.vp
+        if self.pp == 1 or num_layers % chunks == 0:
+            return None
+        small = num_layers // chunks
+        what = f"{self.pp} stages x {self.vp} chunks" if self.vp > 1 else f"{self.pp} stages"
+        return (f"PP={self.pp}{f'x{self.vp}' if self.vp > 1 else ''} splits the "
+                f"{num_layers} layers unevenly ({what} of {small} or {small + 1} layers): "
+                "give Megatron-Core the split with --pipeline-model-parallel-layout; the "
+                "largest chunk sets the pipeline bubble")
+
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]

@@ -107,6 +107,8 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
+    layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
+    result.notes += [f"best plan: {layout}"] if layout else []
     if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")

@@ -44,13 +44,26 @@ class Knobs:
     # recompute; ignored for dense models
     ep_overlap: tuple[int, ...] = (0,)
     sequence_parallel: tuple[int, ...] = (0, 1)
-    vp: tuple[int, ...] = VIRTUAL_STAGES
+    vp: tuple[int, ...] | None = None  # None: VIRTUAL_STAGES and even splits (default_vp)
 
 
 def default_pp(arch: ModelArch) -> tuple[int, ...]:
     layers = arch.num_layers
     values = {p for p in POWERS_OF_TWO if p <= layers}
     values |= {d for d in range(1, layers + 1) if layers % d == 0 and d <= 128}
+    return tuple(sorted(values))
+
+
+def default_vp(arch: ModelArch, pp_values: tuple[int, ...]) -> tuple[int, ...]:
+    """Virtual stages per rank: the usual choices, and every count up to their largest
+    that splits a stage's layers evenly (10 for 80 layers in 4 stages, 7 for 126 in 9),
+    since uneven chunks pay the largest chunk's bubble."""
+    layers, most = arch.num_layers, max(VIRTUAL_STAGES)
+    values = set(VIRTUAL_STAGES)
+    for pp in pp_values:
+        if pp > 1 and layers % pp == 0:
+            per_stage = layers // pp
+            values |= {d for d in range(2, min(per_stage, most) + 1) if per_stage % d == 0}
     return tuple(sorted(values))
 
 
@@ -125,7 +138,8 @@ class Space:
             & (i["recompute"] >= 0) & (i["recompute"] < 2)
         ok = ok & ((i["ep_overlap"] == 0) | overlap_runs)
         # interleaving needs a pipeline and at least one layer per model chunk; uneven
-        # chunks are allowed (Megatron-LM --num-layers-in-first/last-pipeline-stage)
+        # chunks are allowed (Megatron-Core's --pipeline-model-parallel-layout places any
+        # layers in any chunk) and pay the largest chunk's bubble (step_time)
         ok = ok & ((i["vp"] == 1) | ((o["pp"] > 1) & (o["pp"] * i["vp"] <= self.num_layers)))
         # interleaving runs micro-batches in groups of pp (see check_plan)
         microbatches = self.global_batch // (o["dp"] * i["mb"])
@@ -168,11 +182,12 @@ def _product(**axes) -> dict[str, np.ndarray]:
 def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: int) -> Space:
     at = arch.attention
     pp_values = knobs.pp or default_pp(arch)
+    vp_values = knobs.vp or default_vp(arch, pp_values)
     ep_values = _ep_values(arch, knobs)
     ep_overlap = knobs.ep_overlap if arch.is_moe else (0,)
     etp_values = knobs.etp if arch.is_moe else (0,)
     inner = (len(knobs.zero) * len(knobs.micro_batch) * len(knobs.recompute)
-             * len(knobs.sequence_parallel) * len(knobs.vp) * len(ep_values)
+             * len(knobs.sequence_parallel) * len(vp_values) * len(ep_values)
              * len(knobs.tp_overlap) * len(ep_overlap) * len(etp_values))
     candidates = len(knobs.gpus) * len(knobs.tp) * len(pp_values) * len(knobs.cp) * inner
 
@@ -195,7 +210,7 @@ def build_space(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batch: in
     o["dp"] = dp[ok]
     axes = {name: np.asarray(values, dtype=float) for name, values in (
         ("zero", knobs.zero), ("mb", knobs.micro_batch), ("recompute", knobs.recompute),
-        ("sp", knobs.sequence_parallel), ("vp", knobs.vp), ("ep", ep_values),
+        ("sp", knobs.sequence_parallel), ("vp", vp_values), ("ep", ep_values),
         ("tp_overlap", knobs.tp_overlap), ("ep_overlap", ep_overlap), ("etp", etp_values))}
     return Space(outer=o, inner_axes=axes, candidates=candidates,
                  num_layers=arch.num_layers, global_batch=global_batch,

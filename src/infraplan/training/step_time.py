@@ -2,7 +2,8 @@
 
 One optimizer step of a pipeline with p stages, v virtual stages per rank and m
 micro-batches takes (m + (p - 1) / v) times the slowest stage's time per micro-batch
-(1F1B and interleaved 1F1B, Narayanan et al. 2021, Sec. 2.2), then the data-parallel
+(1F1B and interleaved 1F1B, Narayanan et al. 2021, Sec. 2.2; with chunks of unequal
+size, the largest chunk sets the bubble instead of 1 / v), then the data-parallel
 gradient synchronisation that the last micro-batch's backward could not hide, then the
 optimizer. A loader slower than the step stalls it.
 """
@@ -107,7 +108,11 @@ def _step_for_pipeline(arch, dev, fab, opts, p: PlanArrays, pp: int, vp: int):
         best["ep_comm"] = np.where(p.ep_overlap > 0, _ep_overlapped(best, m, pp, vp), ep_total)
         per_mb = best_total - ep_total + best["ep_comm"]
     p2p = _pipeline_p2p(arch, fab, p, tokens, pp, vp)
-    bubble = (pp - 1) / vp * (per_mb + p2p)
+    # Warm-up and drain run p - 1 passes of one model chunk. Chunks are the rank's layers
+    # over v when they split evenly; when they do not (80 layers in 4 x 16 chunks: 1 or 2
+    # layers each), the largest chunk paces the pass, so the bubble exceeds (p - 1) / v.
+    chunk_share = -(-arch.num_layers // (pp * vp)) / max(stages.layers.max(), 1.0)
+    bubble = (pp - 1) * chunk_share * (per_mb + p2p)
     dp_comm, zero3, dp_total, zero3_total = _data_parallel_exposed(
         arch, fab, opts, p, pp, vp, best, dense, moe, stages)
     return {

@@ -16,7 +16,7 @@ from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
 from infraplan.training.memory import check_precision
 from infraplan.training.search import search
-from infraplan.training.space import Knobs, VIRTUAL_STAGES
+from infraplan.training.space import Knobs
 from infraplan.validation import (RowResult, ValidationReport, row_flag, row_float,
                                   row_int, row_metric, row_word, validate_file)
 
@@ -48,8 +48,7 @@ def knobs_for_row(row: dict) -> Knobs:
         zero=_pinned(row_int(row, "zero", high=3), base.zero),
         micro_batch=_pinned(degree["micro_batch"], base.micro_batch),
         recompute=(recompute_code(recompute),) if recompute else base.recompute,
-        sequence_parallel=base.sequence_parallel if sp is None else (int(sp),),
-        vp=VIRTUAL_STAGES)
+        sequence_parallel=base.sequence_parallel if sp is None else (int(sp),))
 
 
 def predict_row(row: dict, base_dir: Path) -> RowResult:
