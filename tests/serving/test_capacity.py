@@ -98,3 +98,22 @@ def test_simulate_serve_prints_the_capacity_and_the_share_offered(tmp_path, caps
     out = capsys.readouterr().out
     assert f"capacity: {cap['text']}" in out
     assert "throughput: " in out and "(over the run, its drain included)" in out
+
+
+def test_the_busy_share_is_named_for_what_it_counts(tmp_path, capsys):
+    """An engine steps whenever a request is in flight: the chat example showed 'GPUs busy
+    97.4%' beside 'offered 20 requests/s is 36% of it'. The share is named for what it
+    counts, in the CLI and the report."""
+    raw = dict(SLOW, deployment={"gpu": "h100"},
+               traffic=dict(SLOW["traffic"], arrival={"kind": "poisson", "rate_per_s": 20}))
+    path = tmp_path / "light.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    busy = json.loads(capsys.readouterr().out)["gpu_busy_fraction"]
+    assert main(["simulate", "serve", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"; engines stepping {busy:.1%} of the time" in out and "GPUs busy" not in out
+    doc = serving_document(ServeScenario.model_validate(raw), plan=False, sweep=False)
+    items = {i["label"]: i for sec in doc["sections"] for i in sec["items"]}
+    assert items["engines stepping"]["text"].startswith(f"{busy:.1%} of the time (a batch")
+    assert "GPUs busy" not in items

@@ -221,8 +221,11 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
             item("output tokens per second", t["output_tokens_per_s"],
                  f"{t['output_tokens_per_s']:,.0f}"),
-            item("GPUs busy", summary["gpu_busy_fraction"],
-                 f"{summary['gpu_busy_fraction']:.1%}"),
+            # an engine steps whenever one request is in flight: a light load keeps it
+            # stepping nearly all the time, so this is not the share of capacity used
+            item("engines stepping", summary["gpu_busy_fraction"],
+                 f"{summary['gpu_busy_fraction']:.1%} of the time (a batch of any size in "
+                 "flight; capacity says how much more they could take)"),
             item("KV cache per replica", kv["capacity_tokens"],
                  f"{kv['capacity_tokens']:,} tokens"),
             item("KV cache use (mean / peak)", kv["mean_utilization"],

@@ -44,8 +44,8 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
              f"({s['slo_attainment']:.1%} of requests)" if s.get("slo") else
              "goodput: no SLO set (slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)",
              f"KV cache: {kv['capacity_tokens']:,} tokens per replica, mean use "
-             f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; GPUs busy "
-             f"{s['gpu_busy_fraction']:.1%}"]
+             f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; engines "
+             f"stepping {s['gpu_busy_fraction']:.1%} of the time"]
     if "queue" in s:
         lines.append(f"queue: mean {s['queue']['mean_waiting']:,.1f} waiting, max "
                      f"{s['queue']['max_waiting']:,}")
