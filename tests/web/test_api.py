@@ -269,3 +269,20 @@ def test_serving_defaults_to_the_checkpoints_format(client):
     assert (best["weight_dtype"], best["tp"]) == ("fp4", 1)
     assert any(n.startswith("weight formats searched: fp4, fp8; checkpoint is fp4")
                for n in r.json()["result"]["notes"])
+
+
+def test_report_notes_name_the_request_fields_not_the_scenario_paths(client):
+    """A note's fix named YAML paths the web form has no field for ('set
+    deployment.weight_dtype', 'set training.precision'); the report says the request's
+    field, while `result` stays the library's JSON, as --json prints it."""
+    body = dict(SIM_BODY, model="gpt-oss-120b")
+    body.pop("weight_dtype")
+    served = client.post("/api/simulate/serve", json=body).json()
+    assert "set weight_dtype to serve another format" in served["html"]
+    assert "deployment.weight_dtype" not in json.dumps(served["document"]) + served["html"]
+    trained = client.post("/api/plan/train", json=dict(
+        TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"])).json()
+    fix = "(set precision to fp16 or fp32 to plan it)"
+    assert fix in trained["html"] and fix in json.dumps(trained["document"])
+    assert "training.precision" not in trained["html"]
+    assert any("set training.precision to fp16" in n for n in trained["result"]["notes"])

@@ -182,26 +182,45 @@ _SERVE_TERMS = (
      r"pick an engine with lower batch limits (now \1 sequences, \2 batched tokens)"))
 
 def _in_request_terms(request: type[BaseModel], sections: str = "", *rules: tuple[str, str]):
-    """Re-raise an endpoint's InputErrors in its request's terms: a scenario path in one of
-    `sections` (`hardware.min_count`) becomes the request field that sets it (`min_count`)."""
+    """An endpoint's InputErrors, and the notes of the report it answers with, in its
+    request's terms: a scenario path in one of `sections` (`hardware.min_count`) becomes
+    the request field that sets it (`min_count`). The library's JSON (`result`) keeps its
+    own terms, as `--json` prints them."""
     path = re.compile(rf"\b(?:{sections})\.(\w+)\b" if sections else r"(?!)")
 
     def field(m: re.Match) -> str:
         return m[1] if m[1] in request.model_fields else m[0]
 
+    def translate(text: str) -> str:
+        for pattern, new in (*rules, *_CATALOG_TERMS):
+            text = re.sub(pattern, new, text)
+        return path.sub(field, text)
+
     def decorate(endpoint: Callable) -> Callable:
         @functools.wraps(endpoint)
         def answer(*args, **kwargs):
             try:
-                return endpoint(*args, **kwargs)
+                response = endpoint(*args, **kwargs)
             except InputError as exc:
-                text = str(exc)
-                for pattern, new in (*rules, *_CATALOG_TERMS):
-                    text = re.sub(pattern, new, text)
-                exc.args = (path.sub(field, text),)
+                exc.args = (translate(str(exc)),)
                 raise
+            if isinstance(response, PlanResponse):
+                response.document = _each_text(response.document, translate)
+                response.html = translate(response.html)
+            return response
         return answer
     return decorate
+
+
+def _each_text(value, change: Callable[[str], str]):
+    """`value` with `change` applied to every string inside its dicts and lists."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {k: _each_text(v, change) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_each_text(v, change) for v in value]
+    return value
 
 
 class PlanResponse(BaseModel):
