@@ -74,7 +74,7 @@ def test_no_static_batch_row_beats_streaming_its_weights(path):
     from infraplan.catalog import load_catalog
     from infraplan.models import load_model
     from infraplan.serving.memory import weight_bytes_per_gpu
-    from infraplan.serving.quantization import activation_dtype, weight_format
+    from infraplan.serving.quantization import weight_format
 
     accelerators = load_catalog().accelerators
     with path.open(newline="") as f:
@@ -84,7 +84,7 @@ def test_no_static_batch_row_beats_streaming_its_weights(path):
         gpu = accelerators.get(row["gpu"])
         arch = load_model(row["model"], base_dir=VALIDATION)
         weights = weight_bytes_per_gpu(
-            arch, weight_format(row["weight_dtype"], gpu, activation_dtype(gpu)),
+            arch, weight_format(row["weight_dtype"], gpu, gpu.sixteen_bit),
             int(row["tp"]))
         batch = int(row["batch"])
         moe = arch.moe

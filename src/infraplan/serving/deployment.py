@@ -18,7 +18,7 @@ from infraplan.models import ModelArch, load_model, param_counts
 from infraplan.serving import trtllm_bench
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.memory import ReplicaMemory, replica_memory
-from infraplan.serving.quantization import (SERVING_WEIGHT_DTYPES, activation_dtype, kv_format,
+from infraplan.serving.quantization import (SERVING_WEIGHT_DTYPES, kv_format,
                                            serving_weight_dtype, weight_format)
 from infraplan.serving.step_time import Speculation, StepModel, build_step_model
 
@@ -267,7 +267,7 @@ def _draft_step(draft_model: str, base_dir: Path | None, gpu_name: str, tp: int,
     own."""
     gpu = load_catalog().accelerators.get(gpu_name)
     arch = load_model(draft_model, base_dir=base_dir)
-    act = activation_dtype(gpu)  # 16-bit, fp16 where the chip has no bf16
+    act = gpu.sixteen_bit  # 16-bit, fp16 where the chip has no bf16
     return build_step_model(arch, gpu, tp=tp, weights=weight_format(act, gpu, act),
                             kv_dtype=act, max_tokens=max_tokens, max_seqs=max_seqs,
                             overhead_s=0.0)
@@ -286,7 +286,7 @@ def _decode_kv_reads(arch: ModelArch, engine: Engine, dep: Deployment) -> int:
 def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
              mean_lengths, base_dir) -> ResolvedReplica:
     node = load_catalog().node_for(gpu.name, dep.system, what="system")
-    act = activation_dtype(gpu)
+    act = gpu.sixteen_bit
     weights = weight_format(dep.weight_dtype, gpu, act)
     if weights.gemm_dtype == weights.name != act:  # activations quantized, not weight-only
         weights = replace(weights, quantized_inputs=engine.quantized_gemm_inputs(

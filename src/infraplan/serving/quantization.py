@@ -150,13 +150,8 @@ def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightF
                      fix="use one of " + ", ".join(SERVING_WEIGHT_DTYPES))
 
 
-def activation_dtype(gpu: Accelerator) -> str:
-    """The 16-bit type activations use: bf16 where the chip has it (V100/T4 lack it)."""
-    return gpu.sixteen_bit
-
-
 def sixteen_bit(dtype: str, gpu: Accelerator) -> str:
     """A bf16 format as it runs on `gpu`: fp16 where the chip has no bf16, as engines pick
     for a bf16 checkpoint there (vLLM's auto dtype takes the first the platform supports),
     in the same two bytes per value; any other format unchanged."""
-    return activation_dtype(gpu) if dtype == "bf16" else dtype
+    return gpu.sixteen_bit if dtype == "bf16" else dtype
