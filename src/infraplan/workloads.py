@@ -170,7 +170,13 @@ def load_scenario(path: str | Path, model: type[_Spec] = MemoryScenario,
     path = Path(path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
-    raw = parse_yaml(text, path.name)
+    return scenario_from(parse_yaml(text, path.name), path, model, overrides)
+
+
+def scenario_from(raw: Any, path: Path, model: type[_Spec] = MemoryScenario,
+                  overrides: dict[str, Any] | None = None) -> _Spec:
+    """The scenario of `path`'s parsed YAML `raw`: a model named relative to the file is
+    found beside it."""
     if not isinstance(raw, dict):
         keys = ", ".join([k for k in model.model_fields if k not in ("name", "description")][:3])
         what = "is empty" if raw is None else f"holds a {type(raw).__name__}, not keys"

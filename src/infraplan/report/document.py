@@ -94,11 +94,11 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
-    from infraplan.workloads import load_scenario, parse_yaml
+    from infraplan.workloads import parse_yaml, scenario_from
 
     raw = parse_yaml(text, path.name)
     if raw is None:
-        load_scenario(path)  # raises the empty-file error
+        scenario_from(raw, path)  # raises the empty-file error
     kind = scenario_kind(raw, path.name)
     if kind != "serving" and seed is not None:
         raise InputError(f"--seed: a {kind} report draws nothing at random",
@@ -110,7 +110,7 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
         from infraplan.training.fit_check import fit_check
         from infraplan.workloads import MemoryScenario
 
-        scenario = load_scenario(path, MemoryScenario)
+        scenario = scenario_from(raw, path, MemoryScenario)
         check = fit_check(scenario)
         return memory_document(check, phrase=in_scenario_terms, title=scenario.name,
                                description=scenario.description)
@@ -119,10 +119,10 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
         from infraplan.training.plan_train import plan_training
         from infraplan.workloads import TrainScenario
 
-        scenario = load_scenario(path, TrainScenario)
+        scenario = scenario_from(raw, path, TrainScenario)
         return training_document(scenario, plan_training(scenario, progress=progress))
     from infraplan.report.document_serve import serving_document
     from infraplan.serving.scenario import ServeScenario
 
-    scenario = load_scenario(path, ServeScenario, None if seed is None else {"seed": seed})
+    scenario = scenario_from(raw, path, ServeScenario, None if seed is None else {"seed": seed})
     return serving_document(scenario, base_dir=path.parent, progress=progress)
