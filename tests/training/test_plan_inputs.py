@@ -179,3 +179,12 @@ def test_an_uneven_pipeline_split_is_named_with_the_flag_that_places_it():
         "training": {"tokens": 1e10, "global_batch": 64, "seq_len": 4096},
         "pin": {"pp": 4, "vp": 16}})
     assert f"best plan: {note}" in plan_training(pinned).notes
+
+
+def test_the_memory_check_names_an_uneven_split_too():
+    options = MemoryOptions(seq_len=8192)
+    report = training_memory("llama-3.1-405b", "h100", ParallelPlan(tp=8, pp=16, dp=8),
+                             options)
+    assert ParallelPlan(tp=8, pp=16, dp=8).uneven_layout_note(126) in report.notes
+    even = training_memory("llama-3.1-70b", "h100", ParallelPlan(tp=8, pp=4, dp=2), options)
+    assert not any("unevenly" in n for n in even.notes)

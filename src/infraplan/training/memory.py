@@ -133,6 +133,8 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
                    kernels=options.kernels)
     notes += model_notes(arch, options.seq_len)
+    layout = plan.uneven_layout_note(arch.num_layers)
+    notes += [layout] if layout else []
     out = training_memory_arrays(
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         etp=plan.expert_tp, zero=plan.zero, vp=plan.vp,
