@@ -65,7 +65,9 @@ def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     return {"deployment": cand.deployment, "result": result, "summary": summary,
             "rate_per_s": plan.rate_per_s, "label": "the planned deployment at the planning "
-            "rate", "price_note": note}
+            "rate", "price_note": note,
+            # the planner measured it (its load column uses it): not simulated again
+            "capacity_per_replica_s": cand.capacity_requests_per_s}
 
 
 def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = None,
@@ -198,7 +200,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         figures["memory"] = fig.memory_figure(bars)
         offered, what = offered_load(scenario, base_dir, rate)
         capacity = capacity_summary(result.replica, result.requests, dep.replicas,
-                                    offered, what)
+                                    offered, what, sim.get("capacity_per_replica_s"))
         if sweep and rate is not None and math.isfinite(rate):
             points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests,
                                 capacity_per_s=capacity["requests_per_s"])

@@ -73,12 +73,16 @@ def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
 
 
 def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: int,
-                     offered_per_s: float, what: str = "offered") -> dict:
+                     offered_per_s: float, what: str = "offered",
+                     per_replica_s: float | None = None) -> dict:
     """The most requests a second the deployment completes on the stream's lengths (each
     replica's saturated rate times the replicas: a router keeps every one busy while a
     queue waits), and the share of it the traffic asks for (utilisation; none for an
-    offline batch, which has no rate)."""
-    capacity = replicas * saturated_requests_per_s(resolved, requests)
+    offline batch, which has no rate). `per_replica_s`: the saturated rate when the caller
+    measured it already (the planner, for its candidates)."""
+    if per_replica_s is None:
+        per_replica_s = saturated_requests_per_s(resolved, requests)
+    capacity = replicas * per_replica_s
     rated = math.isfinite(offered_per_s) and capacity > 0
     share = offered_per_s / capacity if rated else None
     text = f"{capacity:,.3g} requests/s when saturated"
