@@ -116,6 +116,11 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
 
+def precisions_of(gpu: Accelerator) -> list[str]:
+    """The training precisions `gpu` has tensor cores for."""
+    return [d for d in TRAINING_PRECISIONS if d in gpu.peak_flops]
+
+
 def check_precision_peak(gpu: Accelerator, precision: str) -> None:
     """Training runs its GEMMs in `precision` on tensor cores of that precision: fp8 needs
     fp8 units (Transformer Engine), and the catalog's fallback to the 16-bit peak (an fp8
@@ -123,7 +128,7 @@ def check_precision_peak(gpu: Accelerator, precision: str) -> None:
     needs bf16 units, which V100 and T4 lack (Accelerator.peak_flops_for)."""
     if precision in gpu.peak_flops:
         return
-    usable = [d for d in TRAINING_PRECISIONS if d in gpu.peak_flops]
+    usable = precisions_of(gpu)
     families = {}  # one accelerator per family: h100-sxm5-80gb, b200-sxm-180gb, ...
     for a in load_catalog().accelerators:
         if precision in a.peak_flops:

@@ -11,8 +11,8 @@ from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
-from infraplan.training.evaluate import (AUTO_RECOMPUTE, TRAINING_PRECISIONS, PlanResult,
-                                         TrainingJob, check_precision_peak)
+from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
+                                         check_precision_peak, precisions_of)
 from infraplan.training.memory import model_notes
 from infraplan.training.search import SearchResult, search
 from infraplan.training.space import Knobs
@@ -125,7 +125,7 @@ def _with_precision(accelerators: list[Accelerator], precision: str
         check_precision_peak(accelerators[0], precision)
     return runs, [f"{a.name} is left out: it has no {precision} tensor cores for "
                   f"{precision} training (set training.precision to "
-                  f"{' or '.join(d for d in TRAINING_PRECISIONS if d in a.peak_flops)} "
+                  f"{' or '.join(precisions_of(a))} "
                   "to plan it)" for a in accelerators if a.name not in runs]
 
 
