@@ -84,7 +84,8 @@ def _add_memory(sub) -> None:
     p.add_argument("--micro-batch", type=_positive_int, help="sequences per micro-batch")
     p.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step")
     p.add_argument("--seq-len", type=_positive_int, help="tokens per sequence (4096)")
-    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp32"])
+    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp32"],
+                   help="default: 16-bit, bf16 or fp16 on chips without bf16 (V100, T4)")
     p.add_argument("--grad-dtype", choices=["fp32", "bf16", "fp16"],
                    help="fp32 = Megatron-LM main grads (default: the training dtype)")
     p.add_argument("--optimizer", choices=["adamw", "adamw-bf16", "adamw-8bit",

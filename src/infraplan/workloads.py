@@ -31,6 +31,9 @@ MAX_ACCELERATORS = 2**17
 
 # The knobs' choices, named once for the scenarios here and the web requests that set them
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+# A training precision left out is 16-bit: bf16, or fp16 on chips without bf16 tensor cores
+# (V100, T4), as mixed-precision recipes for those chips do (Accelerator.sixteen_bit).
+PRECISION_DEFAULT = "16-bit: bf16, or fp16 on chips without bf16 (V100, T4)"
 GradDtype = Literal["fp32", "bf16", "fp16"]
 OptimizerName = Literal["adamw", "adamw-bf16", "adamw-8bit", "sgd-momentum"]
 Kernels = Literal["fused", "eager"]
@@ -84,7 +87,7 @@ class Training(_Spec):
                                      description="sequences per optimizer step")
     tokens: float | None = Field(default=None, gt=0, le=MAX_TRAINING_TOKENS,
                                  description="tokens to train on")
-    precision: Precision = "bf16"
+    precision: Precision | None = Field(default=None, description=PRECISION_DEFAULT)
     grad_dtype: GradDtype | None = Field(
         default=None, description="gradient dtype; fp32 = Megatron-LM main grads")
     optimizer: OptimizerName = "adamw"
@@ -288,7 +291,7 @@ class TrainJob(_Spec):
     global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH,
                               description="sequences per optimizer step")
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
-    precision: Precision = "bf16"
+    precision: Precision | None = Field(default=None, description=PRECISION_DEFAULT)
     grad_dtype: GradDtype | None = None
     optimizer: OptimizerName = "adamw"
     kernels: Kernels = "fused"

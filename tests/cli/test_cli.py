@@ -46,6 +46,19 @@ def test_memory_text_says_whether_it_fits_and_how_to_fix(capsys):
     assert "DOES NOT FIT" in out and "--recompute full" in out
 
 
+def test_memory_takes_the_chips_16_bit_type_without_a_precision(capsys):
+    """--gpu v100 was refused ('does not support bf16') until --precision fp16 was given."""
+    argv = ("memory", "--model", "llama-3.1-8b", "--gpu", "v100", "--num-gpus", "8",
+            "--zero", "3", "--json")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert json.loads(out)["options"]["precision"] == "fp16"
+    code, out, _ = run(capsys, *argv, "--precision", "fp16")
+    assert code == 0 and json.loads(out)["options"]["precision"] == "fp16"
+    code, _, err = run(capsys, *argv, "--precision", "bf16")
+    assert code == 2 and "v100-sxm2-32gb does not support bf16" in err
+
+
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("memory-*.yaml")),
                          ids=lambda p: p.name)
 def test_memory_examples_run(capsys, example):

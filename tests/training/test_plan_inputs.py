@@ -83,7 +83,8 @@ def test_accelerators_without_the_precision_are_left_out_of_a_mixed_search():
     scenario = TrainScenario.model_validate({
         "model": "megatron-gpt-1.7b", "hardware": {"gpus": ["v100", "t4", "a100"],
                                                    "counts": [32]},
-        "training": {"tokens": 1e10, "global_batch": 512, "seq_len": 2048}})
+        "training": {"tokens": 1e10, "global_batch": 512, "seq_len": 2048,
+                     "precision": "bf16"}})
     result = plan_training(scenario)
     assert {p.accelerator for p in result.best + result.by_accelerator} == {"a100-sxm4-80gb"}
     assert result.notes[:2] == [
@@ -94,6 +95,30 @@ def test_accelerators_without_the_precision_are_left_out_of_a_mixed_search():
         "training": scenario.training.model_copy(update={"precision": "fp8"})}))
     assert {p.accelerator for p in fp8.by_accelerator} == {"h100-sxm5-80gb"}
     assert fp8.notes[0].startswith("a100-sxm4-80gb is left out: it has no fp8 tensor cores")
+
+
+def test_without_a_precision_each_accelerator_trains_in_its_16_bit_type():
+    """The default precision was bf16, so gpus: [v100, a100] left the V100 out and a V100
+    alone was refused; without training.precision each chip now trains in bf16, or in fp16
+    where it has no bf16 tensor cores, and the plans say which."""
+    scenario = TrainScenario.model_validate({
+        "model": "megatron-gpt-1.7b", "hardware": {"gpus": ["v100", "t4", "a100"],
+                                                   "counts": [32]},
+        "training": {"tokens": 1e10, "global_batch": 512, "seq_len": 2048}})
+    result = plan_training(scenario)
+    by_gpu = {p.accelerator: p for p in result.by_accelerator}
+    assert {g: p.precision for g, p in by_gpu.items()} == {
+        "v100-sxm2-32gb": "fp16", "t4": "fp16", "a100-sxm4-80gb": "bf16"}
+    assert result.notes[:2] == [
+        f"{name} trains in fp16: it has no bf16 tensor cores (training.precision is not "
+        "set; fp16 needs loss scaling)" for name in ("v100-sxm2-32gb", "t4")]
+    # each plan is the one its precision gives: the same plan pinned to that precision
+    for gpu, plan in by_gpu.items():
+        job = TrainingJob(seq_len=2048, global_batch=512, tokens=1e10,
+                          precision=plan.precision)
+        pinned = evaluate_plan(load_model("megatron-gpt-1.7b"), gpu, job, plan.plan)
+        assert pinned.step_s == plan.step_s and pinned.memory_bytes == plan.memory_bytes
+    assert by_gpu["v100-sxm2-32gb"].to_json()["precision"] == "fp16"
 
 
 def test_plan_train_notes_a_seq_len_past_the_models_positions():

@@ -281,8 +281,13 @@ def test_report_notes_name_the_request_fields_not_the_scenario_paths(client):
     assert "set weight_dtype to serve another format" in served["html"]
     assert "deployment.weight_dtype" not in json.dumps(served["document"]) + served["html"]
     trained = client.post("/api/plan/train", json=dict(
-        TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"])).json()
+        TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"], precision="bf16")).json()
     fix = "(set precision to fp16 or fp32 to plan it)"
     assert fix in trained["html"] and fix in json.dumps(trained["document"])
     assert "training.precision" not in trained["html"]
     assert any("set training.precision to fp16" in n for n in trained["result"]["notes"])
+    # left empty, the precision is each chip's 16-bit type: the V100 is planned in fp16
+    mixed = client.post("/api/plan/train", json=dict(
+        TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"])).json()["result"]
+    assert {p["accelerator"]: p["precision"] for p in mixed["by_accelerator"]} == {
+        "h100-sxm5-80gb": "bf16", "v100-sxm2-32gb": "fp16"}

@@ -131,13 +131,23 @@ def test_an_uploaded_config_is_the_catalog_models(client):
                                   "tensor-parallel ranks: it needs tp > 1"),
     ({"lora_rank": 8}, "request: lora_rank applies only with finetune lora or qlora (it "
                        "would be ignored)"),
-    ({"gpu": "v100-32gb"}, "v100-sxm2-32gb does not support bf16. To fix: use precision fp16"),
+    ({"gpu": "v100-32gb", "precision": "bf16"},
+     "v100-sxm2-32gb does not support bf16. To fix: use precision fp16"),
     ({"colour": "red"}, "colour: Extra inputs are not permitted"),
 ], ids=lambda v: next(iter(v)) if isinstance(v, dict) else None)
 def test_bad_input_is_422_naming_the_field(client, change, detail):
     r = client.post("/api/memory", json=dict(FITS, **change))
     assert r.status_code == 422, r.text
     assert r.json()["detail"].startswith(detail), r.json()["detail"]
+
+
+def test_a_chip_without_bf16_is_checked_in_fp16_by_default(client):
+    """The form's precision defaulted to bf16, so a V100 was refused until it was changed;
+    left empty it is the chip's 16-bit type, as in the library."""
+    for gpu, precision in (("v100-32gb", "fp16"), ("h100", "bf16")):
+        r = client.post("/api/memory", json=dict(FITS, gpu=gpu))
+        assert r.status_code == 200, r.text
+        assert r.json()["result"]["options"]["precision"] == precision
 
 
 def test_the_pages_link_to_memory(client):
@@ -172,10 +182,10 @@ def test_memory_form(browser, live_server):
     page.goto(f"{live_server}/memory")
     page.wait_for_selector('select[name=gpu] option[value="h100-sxm5-80gb"]', state="attached")
     page.wait_for_selector('select[name=model] option[value="llama-3.1-8b"]', state="attached")
-    # the defaults: llama-3.1-8b on 8 x H100, tp 1, ZeRO-1, 4,096 tokens, bf16
+    # the defaults: llama-3.1-8b on 8 x H100, tp 1, ZeRO-1, 4,096 tokens, 16-bit
     assert [page.input_value(f"[name={n}]") for n in ("model", "gpu", "num_gpus", "tp",
                                                      "zero", "seq_len", "precision")] == \
-        ["llama-3.1-8b", "h100-sxm5-80gb", "8", "1", "1", "4096", "bf16"]
+        ["llama-3.1-8b", "h100-sxm5-80gb", "8", "1", "1", "4096", ""]
     page.fill("input[name=micro_batch]", "4")
     page.click("button[type=submit]")
     page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)

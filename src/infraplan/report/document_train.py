@@ -22,8 +22,8 @@ from infraplan.units import GiB, format_count
 COMM_KINDS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
 
 
-def _memory_options(t) -> MemoryOptions:
-    return MemoryOptions(seq_len=t.seq_len, precision=t.precision, grad_dtype=t.grad_dtype,
+def _memory_options(t, plan) -> MemoryOptions:
+    return MemoryOptions(seq_len=t.seq_len, precision=plan.precision, grad_dtype=t.grad_dtype,
                          optimizer=t.optimizer, kernels=t.kernels)
 
 
@@ -45,7 +45,7 @@ def _costs(plans) -> dict:
 def _memory_bars(scenario, arch, plans) -> list[dict]:
     bars = []
     for p in plans:
-        m = training_memory(arch, p.accelerator, p.plan, _memory_options(scenario.training),
+        m = training_memory(arch, p.accelerator, p.plan, _memory_options(scenario.training, p),
                             global_batch=scenario.training.global_batch)
         bars.append({"label": f"{p.plan.num_gpus} x {p.accelerator}",
                      "weights_bytes": m.weights_bytes, "gradients_bytes": m.gradients_bytes,
@@ -227,7 +227,7 @@ def training_document(scenario, result, arch=None) -> dict:
         item("tokens", t.tokens, format_count(t.tokens)),
         item("sequence length (tokens)", t.seq_len, f"{t.seq_len:,}"),
         item("global batch (sequences)", t.global_batch, f"{t.global_batch:,}"),
-        item("precision / optimizer", t.precision, f"{t.precision} / {t.optimizer}"),
+        item("precision / optimizer", best.precision, f"{best.precision} / {t.optimizer}"),
         item("accelerators compared", list(scenario.hardware.gpus),
              ", ".join(scenario.hardware.gpus)),
         item("constraints", {"deadline_days": c.deadline_days,

@@ -32,7 +32,7 @@ class TrainingJob:
     seq_len: int
     global_batch: int
     tokens: float | None = None  # tokens to train on (time to train, GPU-hours)
-    precision: str = "bf16"
+    precision: str | None = None  # None: each accelerator's 16-bit type (on)
     grad_dtype: str | None = None
     optimizer: str = "adamw"
     kernels: str = "fused"
@@ -54,6 +54,11 @@ class TrainingJob:
                 f"{self.seq_len:,} = {per_step:,} tokens",
                 fix=f"give training.tokens >= {per_step:,} (a count of tokens, not steps or "
                     "billions), or a smaller training.global_batch (sequences per step)")
+
+    def on(self, gpu: Accelerator) -> TrainingJob:
+        """This job on `gpu`: a precision left out is the chip's 16-bit type (bf16, or fp16
+        on V100 and T4, which have no bf16 tensor cores)."""
+        return self if self.precision else replace(self, precision=gpu.sixteen_bit)
 
     def step_options(self) -> StepOptions:
         return StepOptions(seq_len=self.seq_len, global_batch=self.global_batch,
@@ -146,6 +151,7 @@ def evaluate_plans(arch: ModelArch, gpu: str, job: TrainingJob, p: PlanArrays, *
                    system: str | System | None = None) -> dict[str, np.ndarray]:
     """Everything the search ranks by, one entry per plan."""
     c = hardware.cluster(gpu, system)
+    job = job.on(c.gpu)
     check_precision_peak(c.gpu, job.precision)
     dev = hardware.device(c.gpu.name, job.precision)
     fab = hardware.fabric(c)
@@ -205,6 +211,7 @@ class PlanResult:
     # facility energy (host and PUE included) is economics["energy_kwh"]
     it_energy_kwh: float | None = None
     hidden_s: dict[str, float] = field(default_factory=dict)  # communication overlapped
+    precision: str | None = None  # the GEMMs' and weights' precision (TrainingJob.on)
     notes: tuple[str, ...] = field(default=())
     economics: dict | None = None  # cost line items, energy and carbon (plan train)
 
@@ -229,8 +236,10 @@ def evaluate_plan(arch: ModelArch, gpu: str, job: TrainingJob, plan: ParallelPla
     p = PlanArrays(*(np.atleast_1d(getattr(p, f)) for f in p.__dataclass_fields__))
     out = evaluate_plans(arch, gpu, job, p, system=system)
     scalar = {k: float(v[0]) for k, v in out.items()}
+    chip = hardware.cluster(gpu, system).gpu
     return PlanResult(
-        plan=plan, accelerator=hardware.cluster(gpu, system).gpu.name, step_s=scalar["step_s"],
+        plan=plan, accelerator=chip.name, precision=job.on(chip).precision,
+        step_s=scalar["step_s"],
         breakdown_s={k.split(".", 1)[1]: v for k, v in scalar.items() if k.startswith("time.")},
         tokens_per_s=scalar["tokens_per_s"], mfu=scalar["mfu"], hfu=scalar["hfu"],
         memory_bytes=scalar["memory_bytes"], capacity_bytes=scalar["capacity_bytes"],

@@ -169,11 +169,12 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
                         zero=par.zero, sequence_parallel=par.sequence_parallel,
                         micro_batch=par.micro_batch, recompute=par.recompute,
                         recompute_fraction=par.recompute_fraction)
-    options = MemoryOptions(seq_len=job.seq_len, precision=job.precision,
+    chip = load_catalog().accelerators.get(scenario.hardware.gpu)
+    options = MemoryOptions(seq_len=job.seq_len, precision=job.precision or chip.sixteen_bit,
                             grad_dtype=job.grad_dtype, optimizer=job.optimizer,
                             kernels=job.kernels, finetune=ft.method, lora_rank=ft.lora_rank,
                             lora_targets=tuple(ft.lora_targets))
-    return training_memory(arch or scenario.model, scenario.hardware.gpu, plan, options,
+    return training_memory(arch or scenario.model, chip, plan, options,
                            global_batch=job.global_batch)
 
 

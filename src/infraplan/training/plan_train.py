@@ -115,11 +115,17 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     return result
 
 
-def _with_precision(accelerators: list[Accelerator], precision: str
+def _with_precision(accelerators: list[Accelerator], precision: str | None
                     ) -> tuple[list[str], list[str]]:
     """The accelerators with tensor cores for `precision`, and a note for each left out
     (V100 and T4 in bf16, A100 in fp8); when none has them, check_precision_peak says what
-    to change."""
+    to change. Without a precision each trains in its 16-bit type (TrainingJob.on), and a
+    chip that takes fp16 for it is named: fp16 runs need loss scaling."""
+    if precision is None:
+        return [a.name for a in accelerators], [
+            f"{a.name} trains in {a.sixteen_bit}: it has no bf16 tensor cores "
+            "(training.precision is not set; fp16 needs loss scaling)"
+            for a in accelerators if a.sixteen_bit != "bf16"]
     runs = [a.name for a in accelerators if precision in a.peak_flops]
     if not runs:
         check_precision_peak(accelerators[0], precision)

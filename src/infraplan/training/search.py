@@ -387,7 +387,8 @@ def _too_big(ev: _Evaluated, need: float, cap: float, knobs: Knobs, arch: ModelA
     pinned = [f"pin.{k}" for k in splitting
               if getattr(knobs, k) is not None and len(getattr(knobs, k)) == 1]
     states_split = len(pinned) < len(splitting) or max(knobs.zero) > 0
-    smallest = training_memory(arch, ev.gpu, plan, job.memory_options(),
+    chip = hardware.cluster(ev.gpu, ev.system).gpu
+    smallest = training_memory(arch, chip, plan, job.on(chip).memory_options(),
                                global_batch=job.global_batch)
     fixes = []
     if states_split or (plan.cp < max(knobs.cp)

@@ -72,11 +72,11 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
     failures = llama3_failure_model()
     mtbf = failures.job_mtbf_s(n)
     params = param_counts(arch or load_model(scenario.model)).total
-    size = checkpoint_bytes(params, precision=training.precision,
+    size = checkpoint_bytes(params, precision=plan.precision,
                             optimizer_name=training.optimizer)
     restart = run.failure_detection_s + transfer_time_s(size, tier, nodes, write=False)
     cp = plan_checkpoints(params, tier, nodes=nodes, num_gpus=n, mtbf_s=mtbf, restart_s=restart,
-                          asynchronous=run.asynchronous, precision=training.precision,
+                          asynchronous=run.asynchronous, precision=plan.precision,
                           optimizer_name=training.optimizer)
     return RunSetup(tier=tier, nodes=nodes, gpus_per_node=per_node, failures=failures,
                     mtbf_s=mtbf, checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, StrictBool
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.serving.quantization import CHECKPOINT_FORMAT, SERVING_WEIGHT_DTYPES
-from infraplan.workloads import OptimizerName, Precision
+from infraplan.workloads import PRECISION_DEFAULT, OptimizerName, Precision
 from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
 
@@ -66,7 +66,7 @@ class TrainRequest(ModelPick):
     global_batch: Count = Field(default=256, ge=1, le=1 << 20,
                                 description="sequences per optimizer step")
     seq_len: Count = Field(default=4096, ge=1, le=1 << 20, description="tokens per sequence")
-    precision: Precision = "bf16"
+    precision: Precision | None = Field(default=None, description=PRECISION_DEFAULT)
     optimizer: OptimizerName = "adamw"
     storage: str | None = Field(default=None, max_length=100,
                                 description="storage tier the data is read from")

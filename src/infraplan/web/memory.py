@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, StrictBool
 
 from infraplan.report.document_memory import memory_document
-from infraplan.workloads import (FinetuneMethod, GradDtype, Kernels, OptimizerName, Precision,
-                                 Recompute)
+from infraplan.workloads import (PRECISION_DEFAULT, FinetuneMethod, GradDtype, Kernels,
+                                 OptimizerName, Precision, Recompute)
 from infraplan.web.fields import Count, ModelPick, Number, json_number
 
 MAX_JOB_GPUS = 1 << 17  # accelerators in one memory check (workloads.MAX_ACCELERATORS)
@@ -46,7 +46,7 @@ class MemoryRequest(ModelPick):
     global_batch: Count | None = Field(default=None, ge=1, le=1 << 30,
                                        description="sequences per optimizer step")
     seq_len: Count = Field(default=4096, ge=1, le=1 << 27, description="tokens per sequence")
-    precision: Precision = "bf16"
+    precision: Precision | None = Field(default=None, description=PRECISION_DEFAULT)
     grad_dtype: GradDtype | None = Field(
         default=None, description="fp32 = Megatron-LM main grads (default: the precision)")
     optimizer: OptimizerName = "adamw"

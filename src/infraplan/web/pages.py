@@ -71,6 +71,10 @@ def _field(name: str, label: str, value: str = "", *, kind: str = "number",
             + "></label>")
 
 
+# the empty choice leaves the precision out: 16-bit, as the library's default (workloads)
+SIXTEEN_BIT = ("", "16-bit (bf16; fp16 on V100, T4)")
+
+
 def _select(name: str, label: str, options=(), *, typ: str = "str", catalog: str = "",
             default: str = "", multiple: bool = False, group: str = "", mode: str = "") -> str:
     attrs = f'name="{name}" data-type="{typ}"' + (f' data-group="{group}"' if group else "")
@@ -159,8 +163,7 @@ def memory() -> HTMLResponse:
               hint="empty: pp micro-batches per step (a full pipeline)",
               empty="a full pipeline"),
         count("seq_len", "sequence length (tokens)", "4096"),
-        _select("precision", "precision", options(*get_args(Precision)),
-                default="bf16"),
+        _select("precision", "precision", [SIXTEEN_BIT, *options(*get_args(Precision))]),
         _select("grad_dtype", "gradients", [("", "as the precision"),
                                           *options(*get_args(GradDtype))]),
         _select("optimizer", "optimizer", options(*get_args(OptimizerName)), default="adamw"),
@@ -184,14 +187,14 @@ do. The form lives in the address bar: copy it to share the check.</p></header>
 
 @pages.get("/train", response_class=HTMLResponse)
 def train() -> HTMLResponse:
-    precisions = [(p, p) for p in get_args(Precision)]
+    precisions = [SIXTEEN_BIT, *((p, p) for p in get_args(Precision))]
     optimizers = [(o, o) for o in get_args(OptimizerName)]
     form = "".join([
         "<fieldset>Workload</fieldset>", MODEL_PICKER,
         _field("tokens", "tokens to train on", "1e11"),
         _field("global_batch", "global batch (sequences)", "256", typ="int", step="1"),
         _field("seq_len", "sequence length (tokens)", "4096", typ="int", step="1"),
-        _select("precision", "precision", precisions, default="bf16"),
+        _select("precision", "precision", precisions),
         _select("optimizer", "optimizer", optimizers, default="adamw"),
         "<fieldset>Accelerators</fieldset>",
         _select("gpus", "accelerators (up to 3)", typ="list", catalog="gpus",
