@@ -124,6 +124,8 @@ def test_from_scratch_figures_are_the_ones_quoted(tmp_path):
         f"| Efficiency | 40% | {best['mfu']:.1%} MFU | The best plan is TP={plan['tp']}, "
         f"PP={plan['pp']} with interleaving, CP={plan['cp']}, ZeRO-{plan['zero']} and sequence "
         f"parallel.",
+        f"cross the slow Ethernet ({best['breakdown_s']['pp_p2p']:.1f} s per step exposed, "
+        f"{best['hidden_s']['pp_p2p']:.1f} s hidden behind compute)",
         f"the exposed DP sync is {best['breakdown_s']['dp_comm']:.3f} s of a "
         f"{best['step_s']:.1f} s step. On InfiniBand the same search finds "
         f"{on_infiniband['mfu']:.1%}.",

@@ -111,6 +111,27 @@ def test_interleaved_pipelines_overlap_their_steady_state_sends():
     assert p2p[2] == pytest.approx(2 * calibration("overlap-interference") * p2p[1])
 
 
+def test_a_pipeline_spanning_nodes_sends_between_stages_over_the_network():
+    """Megatron-LM orders ranks tp-cp-dp-pp, so pipeline stages sit tp x cp x dp ranks apart.
+    PP=4 x DP=4 on two 8-GPU nodes put stages 0-1 on one node and 2-3 on the other: the
+    send from stage 1 to 2 crosses the NICs and paces every micro-batch. It was priced on
+    NVLink because one stage (4 GPUs) fits in a node."""
+    from infraplan.physics import hardware
+
+    arch = load_model("llama-2-7b")
+    job = TrainingJob(seq_len=4096, global_batch=64)
+    fab = hardware.fabric(hardware.cluster("h100"))
+    size = 4096 * arch.hidden_size * 2  # one micro-batch's bf16 activations, TP=1
+
+    def p2p_per_microbatch(dp):
+        plan = ParallelPlan(tp=1, pp=4, dp=dp, micro_batch=1)
+        return evaluate_plan(arch, "h100", job, plan).breakdown_s["pp_p2p"] / (64 / dp)
+
+    assert p2p_per_microbatch(2) == pytest.approx(2 * coll.send_recv(size, True, fab))
+    assert p2p_per_microbatch(4) == pytest.approx(2 * coll.send_recv(size, False, fab))
+    assert p2p_per_microbatch(4) > 5 * p2p_per_microbatch(2)
+
+
 def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
     """Llama 3.1 8B, TP 1: the forward quantizes the inputs of qkv (h), attn_out (h),
     gate/up (h, one shared copy) and down (f); the backward the gradients of their outputs

@@ -180,7 +180,7 @@ def _pipeline_p2p(arch, fab, p, tokens, pp, vp):
     if pp == 1:
         return np.zeros_like(tokens)
     size = tokens * arch.hidden_size * ACT_BYTES / p.tp
-    same_node = p.tp * p.cp * p.dp < fab.gpus_per_node
+    same_node = p.tp * p.cp * p.dp * pp <= fab.gpus_per_node
     return 2 * vp * coll.send_recv(size, same_node, fab)
 
 
