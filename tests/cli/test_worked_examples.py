@@ -176,6 +176,9 @@ def test_region_plan_figures_are_the_ones_quoted():
         f"{plan['simulations']} simulations",
         f"{REGION_TOKENS_PER_S / gpus:,.0f} tok/s at 20 req/s while meeting the SLOs",
         f"{out:,.0f} output tok/s ({out / 250:.1f} req/s of 250 tokens)",
+        f"While requests arrive it serves {best['steady_output_tokens_per_s']:,.0f} output "
+        f"tok/s, which prices the output at ${best['usd_per_million_output_tokens']:.3f} per "
+        "million tokens.",
         f"${REGIONS * gpus * 2000 / 1e3:.0f}K a month at $2,000 per H100-month",
         f"At the catalog's cheapest on-demand H100 (${cheapest:.2f}/h) it would be "
         f"${REGIONS * gpus * cheapest * MONTH_S / 3600 / 1e3:.0f}K.",

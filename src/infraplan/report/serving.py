@@ -38,7 +38,9 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
              f"throughput: {t['requests_per_s']:,.2f} req/s, {t['output_tokens_per_s']:,.0f} "
              f"output tok/s, {t['total_tokens_per_s']:,.0f} total tok/s"
              + (" (over the run, its drain included)"
-                if "capacity" in s else ""),
+                if "capacity" in s else "")
+             + (f"; {s['steady']['output_tokens_per_s']:,.0f} output tok/s while requests "
+                "arrive" if "steady" in s else ""),
              *([f"capacity: {s['capacity']['text']}"] if "capacity" in s else []),
              f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
              f"({s['slo_attainment']:.1%} of requests)" if s.get("slo") else
@@ -51,9 +53,10 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
                      f"{s['queue']['max_waiting']:,}")
     if "cost" in s:
         c = s["cost"]
+        basis = "while requests arrive" if "steady" in s else "over the run"
         lines.append(f"cost: ${c['usd_per_million_output_tokens']:,.3f} per million output "
-                     f"tokens (${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} "
-                     f"GPU{'s' if s['num_gpus'] > 1 else ''})")
+                     f"tokens at the output rate {basis} (${c['usd_per_gpu_hour']:.2f} per "
+                     f"GPU-hour, {s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''})")
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

@@ -8,7 +8,9 @@ Definitions (as vLLM's benchmark_serving and NVIDIA GenAI-Perf use them):
 - Throughput: completed requests and tokens over the makespan (first arrival to last
   finish).
 - Goodput (Zhong et al. 2024, DistServe): requests per second that met every SLO.
-- Cost per million output tokens: the GPUs' price for the makespan / output tokens.
+- Cost per million output tokens: the GPUs' price per second / the output tokens per second
+  served while requests arrive (to the last arrival, after a warm-up; `steady_rates`);
+  offline runs, whose requests all arrive at once, over the makespan.
 """
 
 from __future__ import annotations
@@ -54,6 +56,43 @@ def latencies(res: SimResult) -> dict[str, np.ndarray]:
     multi = out > 1
     return {"ttft_s": first - arrival, "e2e_s": finish - arrival,
             "tpot_s": (finish[multi] - first[multi]) / (out[multi] - 1), "multi": multi}
+
+
+def steady_rates(res: SimResult) -> dict[str, float] | None:
+    """Tokens per second served while requests arrive: what a service that keeps running
+    at this traffic delivers. The makespan adds the drain after the last arrival, when the
+    engines finish a shrinking batch; a long-output tail drains for minutes, and a price
+    per token over it charges a continuous service for an idle tail it does not have.
+
+    The window runs to the last arrival, from the first arrival plus a warm-up of one p90
+    end-to-end latency (the batch fills over about a request's lifetime; load tests discard
+    their warm-up the same way), or from the first arrival when that would leave less than
+    half the window (an overloaded run, whose queue keeps growing). A request's output
+    counts up to the window's edge: its first token at the first-token time, the rest
+    evenly until it finishes (decode steps are near-constant); its prompt counts when its
+    first token is out. None without a window (offline: every request at t = 0)."""
+    req, done = res.requests, res.completed
+    start, end = float(req.arrival_s.min()), float(req.arrival_s.max())
+    if end <= start or not done.any():
+        return None
+    first, finish = res.first_token_s[done], res.finish_s[done]
+    out = req.output_tokens[done].astype(float)
+    prompt = req.input_tokens[done].astype(float)
+    warmup = float(np.percentile(finish - req.arrival_s[done], 90))
+    if warmup > (end - start) / 2:
+        warmup = 0.0
+
+    def served_by(t: float) -> tuple[float, float]:
+        started = first <= t
+        decode = np.clip((t - first) / np.maximum(finish - first, 1e-12), 0.0, 1.0)
+        return float((started * (1.0 + (out - 1.0) * decode)).sum()), \
+            float(prompt[started].sum())
+
+    (out0, in0), (out1, in1) = served_by(start + warmup), served_by(end)
+    window = end - start - warmup
+    return {"window_s": window, "warmup_s": warmup,
+            "output_tokens_per_s": (out1 - out0) / window,
+            "total_tokens_per_s": (out1 - out0 + in1 - in0) / window}
 
 
 def summarize(res: SimResult, *, slo: Slo | None = None,
@@ -106,13 +145,18 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
     if res.timeline["t_s"].size:
         summary["queue"] = {"mean_waiting": float(res.timeline["waiting"].mean()),
                             "max_waiting": int(res.timeline["waiting"].max())}
+    steady = steady_rates(res)
+    if steady is not None:
+        summary["steady"] = steady
     if usd_per_gpu_hour is not None:
-        usd = gpus * usd_per_gpu_hour * makespan / 3600.0
-        summary["cost"] = {"usd_per_gpu_hour": usd_per_gpu_hour, "usd": usd,
-                           "usd_per_million_output_tokens": usd / out_tokens * 1e6
-                           if out_tokens else float("inf"),
-                           "usd_per_million_total_tokens": usd / (in_tokens + out_tokens)
-                           * 1e6 if out_tokens else float("inf")}
+        usd_per_s = gpus * usd_per_gpu_hour / 3600.0
+        rates = steady or {"output_tokens_per_s": out_tokens / makespan,
+                           "total_tokens_per_s": (in_tokens + out_tokens) / makespan}
+        summary["cost"] = {
+            "usd_per_gpu_hour": usd_per_gpu_hour, "usd": usd_per_s * makespan,
+            **{f"usd_per_million_{kind}_tokens": usd_per_s / rates[f"{kind}_tokens_per_s"]
+               * 1e6 if rates[f"{kind}_tokens_per_s"] > 0 else float("inf")
+               for kind in ("output", "total")}}
     return summary
 
 

@@ -72,6 +72,8 @@ class Candidate:
             s = self.summary
             out.update(ttft_p99_s=s["ttft_s"]["p99"], tpot_p99_s=s["tpot_s"]["p99"],
                        output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
+                       steady_output_tokens_per_s=s.get("steady", {}).get(
+                           "output_tokens_per_s"),
                        usd_per_million_output_tokens=s.get("cost", {}).get(
                            "usd_per_million_output_tokens"))
         return out
