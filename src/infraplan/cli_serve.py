@@ -75,13 +75,16 @@ def run_simulate_serve(args) -> int:
                         usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
     require_completions(summary)
     r = result.replica
-    describe = (f"{dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights {dep.weight_dtype}, "
-                f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
-                f"{r.max_num_batched_tokens}; seed {scenario.seed}")
-    notes = scenario.stored_format_notes(r.arch) + uncounted_notes(r.arch)
+    settings = r.settings()
+    describe = (f"{r.arch.name} on {dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights "
+                f"{dep.weight_dtype}, KV {settings['kv_dtype']}, max_num_seqs "
+                f"{r.max_num_seqs}, max_num_batched_tokens {r.max_num_batched_tokens}; seed "
+                f"{scenario.seed}")
+    notes = [*scenario.window_notes(requests), *scenario.stored_format_notes(r.arch),
+             *uncounted_notes(r.arch)]
     summary["capacity"] = capacity_summary(r, requests, dep.replicas,
                                            *offered_load(scenario, base))
-    data = {**summary, "seed": scenario.seed, "deployment": dep.model_dump(), "notes": notes,
+    data = {**summary, "seed": scenario.seed, "deployment": settings, "notes": notes,
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
     return emit(args, "simulate_serve", data,
                 lambda: simulation_report(scenario.name or scenario.model, describe, summary,

@@ -117,3 +117,43 @@ def test_the_busy_share_is_named_for_what_it_counts(tmp_path, capsys):
     items = {i["label"]: i for sec in doc["sections"] for i in sec["items"]}
     assert items["engines stepping"]["text"].startswith(f"{busy:.1%} of the time (a batch")
     assert "GPUs busy" not in items
+
+
+def test_simulate_serve_json_gives_the_deployment_as_simulated(tmp_path, capsys):
+    """--json gave the scenario's deployment ('gpu': 'h100', 'max_num_seqs': null) while
+    the text showed the catalog name and the engine's limits; the header named no model."""
+    raw = dict(SLOW, deployment={"gpu": "h100"})
+    path = tmp_path / "light.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    dep = json.loads(capsys.readouterr().out)["deployment"]
+    resolved = resolve(Deployment(model=SLOW["model"], gpu="h100"))
+    assert (dep["gpu"], dep["kv_dtype"], dep["max_num_seqs"], dep["max_num_batched_tokens"],
+            dep["block_size"], dep["chunked_prefill"], dep["kv_policy"]) == (
+        "h100-sxm5-80gb", "bf16", resolved.max_num_seqs, resolved.max_num_batched_tokens,
+        resolved.memory.block_size, resolved.chunked_prefill, resolved.kv_policy)
+    assert main(["simulate", "serve", str(path)]) == 0
+    assert capsys.readouterr().out.split(": ", 1)[1].startswith(
+        f"{SLOW['model']} on 1 x 1 x h100-sxm5-80gb, vllm, weights bf16, KV bf16, "
+        f"max_num_seqs {resolved.max_num_seqs},")
+
+
+@pytest.mark.parametrize("start_hour, noted", [(0, True), (14, False), (13.9, False)])
+def test_a_diurnal_run_that_misses_the_peak_says_so(tmp_path, capsys, start_hour, noted):
+    """2,000 requests of a curve at 2 requests/s at night and 12 at 14:00 arrive in the
+    first 17 minutes after midnight: the run never sees the peak, and said nothing."""
+    raw = dict(SLOW, deployment={"gpu": "h100"}, traffic=dict(
+        SLOW["traffic"], num_requests=2000, arrival={
+            "kind": "diurnal", "curve": [[0, 2], [8, 4], [14, 12], [20, 6]],
+            "start_hour": start_hour}))
+    path = tmp_path / "diurnal.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    said = [n for n in notes if "not its peak of 12 requests/s at hour 14" in n]
+    assert bool(said) == noted
+    if noted:
+        assert said[0].startswith("the 2,000 requests arrive over hours 0 to 0.2")
+        assert "set traffic.arrival.start_hour: 14" in said[0]
+        doc = serving_document(ServeScenario.model_validate(raw), plan=False, sweep=False)
+        assert any(said[0] in p for sec in doc["sections"] for p in sec["paragraphs"])

@@ -217,7 +217,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             # format; a lone simulation names them here
             paragraphs=[f"Simulated: {sim['label']}.",
                         *(() if plan is not None else
-                          (*scenario.stored_format_notes(result.replica.arch),
+                          (*scenario.window_notes(result.requests),
+                           *scenario.stored_format_notes(result.replica.arch),
                            *uncounted_notes(result.replica.arch)))])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
@@ -339,6 +340,6 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         "kind": "serving", "title": scenario.name or f"{scenario.model} serving",
         "description": scenario.description, "model": scenario.model,
         "simulation": None if sim is None else dict(
-            summary, deployment=sim["deployment"].model_dump(), simulated=sim["label"]),
+            summary, deployment=sim["result"].replica.settings(), simulated=sim["label"]),
         "plan": None if plan is None else dict(model=scenario.model, **plan.to_json()),
         "load_sweep": points, "sections": ordered(s), "figures": figures})

@@ -178,6 +178,17 @@ class ResolvedReplica:
     kv_policy: str
     static_executor: bool = False  # static batches run through the in-flight batcher
 
+    def settings(self) -> dict:
+        """The deployment as simulated: the catalog's accelerator name, and the engine's
+        defaults where the deployment left a setting out (KV format, batch limits, block
+        size, chunked prefill, KV policy)."""
+        return {**self.deployment.model_dump(), "gpu": self.gpu.name,
+                "kv_dtype": self.deployment.kv_dtype or self.gpu.sixteen_bit,
+                "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens,
+                "block_size": self.memory.block_size, "chunked_prefill": self.chunked_prefill,
+                "kv_policy": self.kv_policy}
+
 
 def resolve(dep: Deployment, *, base_dir: Path | None = None,
             mean_lengths: tuple[float, float] | None = None,

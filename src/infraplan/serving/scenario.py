@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
@@ -15,7 +16,8 @@ from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
 from infraplan.serving.quantization import CHECKPOINT_FORMAT, kv_format, serving_weight_dtype
-from infraplan.serving.traffic import TrafficSpec
+from infraplan.serving.traffic import (DAY_S, HOUR_S, Requests, TrafficSpec, mean_rate_per_s,
+                                       rates_at)
 
 
 class SloSpec(SpecModel):
@@ -159,6 +161,27 @@ class ServeScenario(SpecModel):
         raw = dict(self.deployment)
         raw.setdefault("model", self.model)
         return Deployment.model_validate(raw, context={"arch": arch})
+
+    def window_notes(self, requests: Requests) -> list[str]:
+        """A diurnal stream whose requests all arrive in hours below 90% of the curve's
+        peak rate: the run shows only the hours it covers, and a reader of its latencies
+        should know the peak was not among them."""
+        arrival = self.traffic.arrival
+        if arrival.kind != "diurnal" or not len(requests):
+            return []
+        span_h = float(requests.arrival_s.max()) / HOUR_S
+        peak_h, peak_rate = max(arrival.curve, key=lambda point: point[1])
+        hours = arrival.start_hour + np.linspace(0.0, min(span_h, 24.0), 1025)
+        if rates_at(arrival, hours * HOUR_S).max() >= 0.9 * peak_rate:
+            return []
+        more = ("traffic.num_requests" if self.traffic.num_requests is not None
+                else "traffic.duration_s")
+        return [f"the {len(requests):,} requests arrive over hours {arrival.start_hour:g} to "
+                f"{(arrival.start_hour + span_h) % 24:.2f} of the diurnal curve, not its peak "
+                f"of {peak_rate:g} requests/s at hour {peak_h:g}: set "
+                f"traffic.arrival.start_hour: {peak_h:g} to simulate the peak, or raise "
+                f"{more} to cover more of the day (about "
+                f"{mean_rate_per_s(self.traffic) * DAY_S:,.0f} requests a day)"]
 
     def stored_format_notes(self, arch: ModelArch) -> list[str]:
         """Why the deployment serves the format it does, when the checkpoint chose it."""

@@ -225,6 +225,12 @@ def mean_rate_per_s(spec: TrafficSpec, *, base_dir: Path | None = None) -> float
     return len(trace) / trace.duration_s if trace.duration_s > 0 else math.inf
 
 
+def rates_at(arrival: ArrivalSpec, t_s: np.ndarray) -> np.ndarray:
+    """A diurnal curve's arrival rate at times of day `t_s` (seconds, wrapping at 24 h)."""
+    curve = _Curve(arrival)
+    return np.interp(np.mod(t_s, DAY_S), curve.t_s, curve.rate)
+
+
 def with_rate(spec: TrafficSpec, rate_per_s: float, *,
               base_dir: Path | None = None) -> TrafficSpec:
     """The same traffic at a new mean rate: poisson/gamma set the rate (gamma keeps its cv);
