@@ -141,6 +141,21 @@ def test_plan_serve_rejects_what_the_engine_cannot_run_with_the_reason(tmp_path,
            "v100-sxm2-32gb (volta)" in out
 
 
+def test_plan_serve_names_an_unpriced_accelerator_once_with_the_fix(tmp_path, capsys):
+    """An accelerator without an offer was rejected at every TP and format, each line
+    repeating the whole offers list, and no line said how to give it a price."""
+    raw = copy.deepcopy(BASE)
+    raw["search"] = {"gpus": ["mi325x", "a100"], "tp": [1, 2], "weight_dtypes": ["fp8", "bf16"]}
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    code, out = main(["plan", "serve", str(scenario)]), capsys.readouterr().out
+    assert code == 0
+    unpriced = [line for line in out.splitlines() if "no on_demand offer for mi325x" in line]
+    assert len(unpriced) == 1
+    assert unpriced[0].startswith("  4 configurations of mi325x (TP 1, 2; weights fp8, bf16;")
+    assert unpriced[0].endswith("To fix: give a price in the scenario: prices: {mi325x: 2.50}")
+
+
 @pytest.mark.parametrize("field", ["weight_dtype", "kv_dtype"])
 def test_bf16_on_a_chip_without_it_is_refused_with_fp16_as_the_fix(tmp_path, capsys, field):
     """A V100 kv_dtype bf16 ran; vLLM refuses bf16 below compute capability 8.0."""
@@ -174,7 +189,8 @@ def test_plan_serve_searches_bf16_as_fp16_on_a_chip_without_it(tmp_path, capsys)
     assert main(["plan", "serve", str(scenario), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     searched = sorted((c["deployment"]["gpu"], c["deployment"]["weight_dtype"],
-                       c["deployment"]["kv_dtype"]) for c in plan["alternatives"] + plan["rejected"])
+                       c["deployment"]["kv_dtype"])
+                      for c in plan["alternatives"] + plan["rejected"])
     assert searched == [("l4", "bf16", "bf16"), ("l4", "fp16", "bf16"),
                         ("t4", "fp16", "fp16")]  # t4's bf16 and fp16 are one candidate
     assert "t4 has no bf16: the searched bf16 formats run there as fp16, as an engine " \

@@ -83,6 +83,28 @@ def plan_report(name: str, plan, seed: int) -> str:
                       + economics_lines(plan.best.economics)[0]]
             lines += economics_lines(plan.best.economics)[1:]
     if plan.rejected:
-        lines += ["", "rejected:"] + [f"  {c.describe()}: {c.reason}" for c in plan.rejected]
+        lines += ["", "rejected:", *_rejected_lines(plan.rejected)]
     lines += [f"note: {n}" for n in plan.notes[1:]]
     return "\n".join(lines)
+
+
+def _rejected_lines(rejected) -> list[str]:
+    """One line per reason: configurations refused for the same reason (an accelerator
+    without a price, at every TP and format) are named together, not each at length."""
+    groups: dict[str, list] = {}
+    for c in rejected:
+        groups.setdefault(c.reason, []).append(c)
+    lines = []
+    for reason, cands in groups.items():
+        if len(cands) == 1:
+            lines.append(f"  {cands[0].describe()}: {reason}")
+            continue
+        deps = [c.deployment for c in cands]
+
+        def listed(values):
+            return ", ".join(str(v) for v in dict.fromkeys(values))
+        lines.append(f"  {len(cands)} configurations of {listed(d.gpu for d in deps)} (TP "
+                     f"{listed(d.tp for d in deps)}; weights "
+                     f"{listed(d.weight_dtype for d in deps)}; kv "
+                     f"{listed(d.kv_dtype for d in deps)}): {reason}")
+    return lines

@@ -219,7 +219,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                 raise price
             resolved = resolve(dep, base_dir=base_dir, arch=arch)
         except InputError as exc:
-            cand.reason = exc.message
+            cand.reason = str(exc)  # with its fix: a price to give, a TP that divides
             rejected.append(cand)
             continue
         cand.capacity_requests_per_s = saturated_requests_per_s(resolved, stream)
