@@ -157,3 +157,23 @@ def test_a_repeated_offer_and_a_bad_header_are_refused(tmp_path):
         load_offers(write(tmp_path, GOOD, GOOD))
     with pytest.raises(InputError, match="header missing notes; unknown note"):
         load_offers(write(tmp_path, GOOD, header=HEADER.replace("notes", "note")))
+
+
+def test_a_plans_compute_line_names_the_offer_its_price_came_from():
+    """plan train priced 1,024 A100s at a single-GPU community instance's rate and the bill
+    never said so; the compute line now names the offer, or the scenario's price."""
+    from infraplan.economics.cost import CostInputs
+    from infraplan.economics.spec import EnergySpec, plan_economics
+
+    def compute_basis(prices):
+        econ = plan_economics("a100", 1024, 1000.0, 3600.0, prices=prices,
+                              pricing="on_demand", costs=CostInputs(), energy=EnergySpec())
+        return econ.cost.items[0].formula
+
+    offer = cheapest("a100-sxm4-80gb", "on_demand")
+    assert compute_basis({}) == (
+        f"1,000 GPU-h x ${offer.usd_per_gpu_hour('on_demand'):.6g}/GPU-h (cheapest "
+        f"on-demand offer: {offer.provider} {offer.instance_type}"
+        + (f" ({offer.region})" if offer.region else "")
+        + "; set prices: {a100-sxm4-80gb: ...} for yours)")
+    assert compute_basis({"a100": 2.5}) == "1,000 GPU-h x $2.5/GPU-h (the scenario's price)"

@@ -163,7 +163,7 @@ def _check_amount(name: str, value: float) -> float:
 
 def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
               inputs: CostInputs | dict[str, Any] | None = None, *,
-              compute_label: str = "compute") -> CostBreakdown:
+              compute_label: str = "compute", price_basis: str = "") -> CostBreakdown:
     """Line items of a plan's cost; `total_usd` is their sum.
 
     compute    = gpu_hours x usd_per_gpu_hour
@@ -174,7 +174,8 @@ def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
     egress     = egress_gb x egress_usd_per_gb
     networking = usd_per_month x months_run + usd_per_hour x hours_run (monitoring alike)
     months_run = duration_s / (30.44 x 86,400 s); months_stored adds retention_days / 30.44.
-    Items that come to exactly $0 (nothing asked for) are left out, compute always stays.
+    Items that come to exactly $0 (nothing asked for) are left out, compute always stays;
+    its basis names `price_basis` (where the price came from) when given.
     """
     gpu_hours = _check_amount("gpu_hours", gpu_hours)
     usd_per_gpu_hour = _check_amount("usd_per_gpu_hour", usd_per_gpu_hour)
@@ -187,7 +188,8 @@ def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
     stored = f"{months_stored:.4g} months (30.44-day)"
 
     items = [LineItem(compute_label, gpu_hours * usd_per_gpu_hour,
-                      f"{gpu_hours:,.6g} GPU-h x ${usd_per_gpu_hour:.6g}/GPU-h")]
+                      f"{gpu_hours:,.6g} GPU-h x ${usd_per_gpu_hour:.6g}/GPU-h"
+                      + (f" ({price_basis})" if price_basis else ""))]
     if inputs.dataset_gb:
         price = storage_usd_per_gb_month(inputs, "dataset")
         items.append(LineItem(

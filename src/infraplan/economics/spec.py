@@ -23,6 +23,7 @@ from infraplan.catalog import load_catalog
 from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
 from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
+from infraplan.economics.offers import cheapest
 from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
 from infraplan.errors import InputError
 
@@ -70,6 +71,20 @@ def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str) -> f
         if catalog.accelerators.get(key).name == name:
             return price
     return cheapest_offer_price(name, pricing)
+
+
+def price_basis(gpu: str, *, prices: dict[str, float], pricing: str) -> str:
+    """Where price_per_gpu_hour took its figure: the scenario, or the offer it picked (the
+    cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
+    to see that before trusting the bill)."""
+    catalog = load_catalog()
+    name = catalog.accelerators.get(gpu).name
+    if any(catalog.accelerators.get(key).name == name for key in prices):
+        return "the scenario's price"
+    offer = cheapest(name, pricing)
+    where = f" ({offer.region})" if offer.region else ""
+    return (f"cheapest {pricing.replace('_', '-')} offer: {offer.provider} "
+            f"{offer.instance_type}{where}; set prices: {{{name}: ...}} for yours")
 
 
 @dataclass(frozen=True)
@@ -128,5 +143,6 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     label = f"{compute_label} ({pricing.replace('_', '-')})"
-    breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label)
+    breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
+                          price_basis=price_basis(gpu, prices=prices, pricing=pricing))
     return PlanEconomics(breakdown, estimate, price, pricing)
