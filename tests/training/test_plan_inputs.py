@@ -121,6 +121,19 @@ def test_without_a_precision_each_accelerator_trains_in_its_16_bit_type():
     assert by_gpu["v100-sxm2-32gb"].to_json()["precision"] == "fp16"
 
 
+def test_the_time_to_train_says_the_run_goodput_it_divides_by():
+    """'(with run goodput)' left the reader to guess a 10% charge on every plan."""
+    from infraplan.physics.hardware import calibration
+    from infraplan.report.training import breakdown
+
+    best = plan_training(_scenario(tokens=1e10)).best[0]
+    text = breakdown(best)
+    assert f"(with {calibration('run-goodput'):.0%} run goodput: restarts, checkpoints, " \
+           "evaluation)" in text
+    assert best.time_to_train_s == pytest.approx(
+        1e10 / best.tokens_per_s / calibration("run-goodput"), rel=1e-12)
+
+
 def test_plan_train_notes_a_seq_len_past_the_models_positions():
     """memory noted gpt2 at 8,192 tokens (1,024 positions); plan train said nothing."""
     note = "seq_len 8192 exceeds the model's max_position_embeddings 1024"

@@ -3,6 +3,7 @@ and why other knob values lost."""
 
 from __future__ import annotations
 
+from infraplan.physics import hardware
 from infraplan.report.terminal import table
 from infraplan.units import GiB, format_count
 
@@ -69,7 +70,9 @@ def breakdown(p) -> str:
     lines.append(f"MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, {p.tokens_per_s:,.0f} tokens/s")
     if p.time_to_train_s is not None:
         energy = "" if p.economics else f", {p.it_energy_kwh:,.0f} kWh (GPUs at TDP)"
-        lines.append(f"time to train {_days(p.time_to_train_s)} (with run goodput), "
+        goodput = hardware.calibration("run-goodput")
+        lines.append(f"time to train {_days(p.time_to_train_s)} (with {goodput:.0%} run "
+                     "goodput: restarts, checkpoints, evaluation), "
                      f"{p.gpu_hours:,.0f} GPU-hours{energy}")
     if p.economics:
         lines += economics_lines(p.economics)
