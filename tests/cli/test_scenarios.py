@@ -58,6 +58,20 @@ def test_suggested_fixes_fit_and_come_cheapest_first():
     assert totals == sorted(totals)
 
 
+def test_a_fix_keeps_tensor_parallelism_inside_the_nvlink_domain():
+    """TP=8 on 8-GPU H100 nodes was offered '--tp 16 --dp 1', whose per-layer collectives
+    cross the NICs; on GB200 NVL72 (72 GPUs on NVLink) the same fix stays on NVLink."""
+    plan = ParallelPlan(tp=8, dp=2)
+    options = MemoryOptions(seq_len=8192)
+    h100 = training_memory("llama-3.1-70b", "h100", plan, options)
+    assert not h100.fits
+    assert not any("--tp 16" in change for change, _ in suggest_fixes(h100, changes=2))
+    wider = training_memory("llama-3.1-70b", "h100", ParallelPlan(tp=16, dp=1), options)
+    assert wider.total_bytes < h100.total_bytes  # it would save memory: left out on purpose
+    gb200 = training_memory("llama-3.1-70b", "gb200", plan, options)
+    assert any("--tp 16" in change for change, _ in suggest_fixes(gb200, changes=2))
+
+
 def test_a_zero_stage_beyond_the_next_is_offered_when_only_it_fits():
     # ZeRO-1 and -2 leave 8B's 15 GiB of bf16 weights whole on a 40 GB A100: only ZeRO-3 fits
     report = training_memory("llama-3.1-8b", "a100-sxm4-40gb", ParallelPlan(dp=8),

@@ -12,6 +12,7 @@ from infraplan.catalog.schema import Accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts, uncounted_notes
 from infraplan.models.arch import ModelArch
+from infraplan.physics import hardware
 from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
 from infraplan.physics.memory.training import (FINETUNE, MemoryOptions,
@@ -178,9 +179,11 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
                            global_batch=job.global_batch)
 
 
-def _fix_tries(plan: ParallelPlan, options: MemoryOptions
+def _fix_tries(plan: ParallelPlan, options: MemoryOptions, node_gpus: int
                ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Each knob change that saves memory: (its CLI flags, plan fields, option fields)."""
+    """Each knob change that saves memory: (its CLI flags, plan fields, option fields).
+    TP is not widened past the node's NVLink domain (`node_gpus`): its per-layer
+    collectives would cross the NICs, a fix that fits and runs several times slower."""
     tries: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     if plan.recompute != "full":
         tries.append(("--recompute full", {"recompute": "full"}, {}))
@@ -191,7 +194,7 @@ def _fix_tries(plan: ParallelPlan, options: MemoryOptions
         tries.append(("--micro-batch 1", {"micro_batch": 1}, {}))
     for name in ("tp", "pp"):
         value = getattr(plan, name) * 2
-        if plan.dp % 2 == 0:
+        if plan.dp % 2 == 0 and (name != "tp" or value <= node_gpus):
             # dp halves with it: named, so the change is right when --dp was given too
             tries.append((f"--{name} {value} --dp {plan.dp // 2}",
                           {name: value, "dp": plan.dp // 2}, {}))
@@ -209,7 +212,8 @@ def suggest_fixes(report: MemoryReport, *, limit: int = 4, changes: int = 1
     (`changes=2`, for when no single one is enough; of pairs on the same two knobs only
     the first that fits, so the milder ZeRO stage)."""
     plan, options = report.plan, report.options
-    tries = _fix_tries(plan, options)
+    tries = _fix_tries(plan, options,
+                       hardware.fabric(hardware.cluster(report.accelerator)).gpus_per_node)
     combos = [[t] for t in tries] if changes == 1 else [
         [a, b] for i, a in enumerate(tries) for b in tries[i + 1:]
         if not (a[1].keys() | a[2].keys()) & (b[1].keys() | b[2].keys())]
