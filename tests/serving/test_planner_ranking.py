@@ -85,3 +85,47 @@ def test_every_kept_configuration_runs_below_its_capacity_and_says_how_far(tmp_p
     header = next(line for line in text.splitlines() if line.startswith("configuration"))
     assert header.split()[-5:] == ["TPOT", "load", "$/M", "out", "tok"]
     assert f"{kept[0]['load_share']:.0%}" in text.split(header)[1].splitlines()[2]
+
+
+def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
+    """Replica counts come from one replica at rate / replicas (a random split); the least
+    outstanding router pools the queues, so the whole deployment can meet the SLOs with
+    fewer. Confirming took replicas away never, and plan serve kept 5 x 2 H100 where
+    simulate serve passed a cheaper deployment. Each confirmed leader now has the fewest
+    replicas at which its whole deployment, simulated as simulate serve would, meets the
+    SLOs (down to the count that keeps each replica below its capacity)."""
+    import math
+
+    from infraplan.serving.metrics import summarize
+    from infraplan.serving.planner import stationary_stream, violations
+    from infraplan.serving.simulate import simulate
+    from infraplan.serving.traffic import generate
+
+    traffic = dict(TRAFFIC, arrival={"kind": "poisson", "rate_per_s": 30},
+                   num_requests=1500)
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b", "traffic": traffic,
+        "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.03},
+        "search": {"gpus": ["h100", "a100"], "tp": [1], "weight_dtypes": ["bf16"],
+                   "max_replicas": 16}})
+    plan = plan_serving(scenario)
+    slo = scenario.slo.to_slo()
+    requests = generate(stationary_stream(scenario.traffic, plan.rate_per_s), seed=0)
+
+    def meets(cand, replicas):
+        dep = cand.deployment.model_copy(update={"replicas": replicas})
+        return not violations(summarize(simulate(dep, requests, resolved=cand.resolved),
+                                        slo=slo), slo)
+
+    shrunk = 0
+    for cand in plan.ranked[:CONFIRMED]:
+        replicas = cand.deployment.replicas
+        floor = math.floor(plan.rate_per_s / cand.capacity_requests_per_s) + 1
+        assert meets(cand, replicas)
+        assert replicas == floor or not meets(cand, replicas - 1)
+        per_replica_count = planner._fewest_replicas(
+            scenario, cand.resolved, plan.rate_per_s, slo, 16,
+            cand.usd_per_hour / cand.deployment.num_gpus, None,
+            cand.capacity_requests_per_s)[0]
+        shrunk += replicas < per_replica_count
+    assert shrunk == 2  # the router's pooling saves a replica on both: 3 -> 2, 9 -> 8

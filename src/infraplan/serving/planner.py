@@ -427,20 +427,43 @@ def _confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
 
 
 def _confirm(scenario, cand: Candidate, rate, slo, base_dir) -> int:
-    """Simulate the whole deployment behind its router; add replicas until it meets the SLOs
-    (the even split is an approximation of a real router)."""
+    """Simulate the whole deployment behind its router: add replicas until it meets the
+    SLOs, or take them away while it still does. The replica count came from one replica
+    at rate / replicas, a random split of the stream; a least-outstanding router pools the
+    replicas' queues (join-the-shortest-queue beats random assignment; e.g. Harchol-Balter,
+    Performance Modeling and Design of Computer Systems, ch. 24), so the deployment may
+    meet the SLOs with fewer, and `simulate serve` of it would say so."""
     sims = 0
     price = cand.usd_per_hour / cand.deployment.num_gpus
     requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir)
-    for _ in range(4):
-        summary = summarize(simulate(cand.deployment, requests, resolved=cand.resolved),
-                            slo=slo, usd_per_gpu_hour=price)
+    # below this count the replicas are loaded past their saturated capacity
+    floor = math.floor(rate / cand.capacity_requests_per_s) + 1 \
+        if cand.capacity_requests_per_s else cand.deployment.replicas
+
+    def run(replicas: int) -> dict:
+        nonlocal sims
         sims += 1
-        cand.summary = summary
+        dep = cand.deployment.model_copy(update={"replicas": replicas})
+        return summarize(simulate(dep, requests, resolved=cand.resolved), slo=slo,
+                         usd_per_gpu_hour=price)
+
+    replicas = cand.deployment.replicas
+    summary = run(replicas)
+    for _ in range(3):  # too few: add replicas
         if not violations(summary, slo):
             break
-        cand.deployment = cand.deployment.model_copy(
-            update={"replicas": cand.deployment.replicas + 1})
+        replicas += 1
+        summary = run(replicas)
+    if not violations(summary, slo):
+        for _ in range(4):  # enough: try one fewer while the SLOs hold
+            if replicas - 1 < floor:
+                break
+            fewer = run(replicas - 1)
+            if violations(fewer, slo):
+                break
+            replicas, summary = replicas - 1, fewer
+    cand.deployment = cand.deployment.model_copy(update={"replicas": replicas})
+    cand.summary = summary
     cand.usd_per_hour = price * cand.deployment.num_gpus
     return sims
