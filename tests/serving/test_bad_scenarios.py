@@ -130,6 +130,25 @@ def test_a_weight_format_vllm_has_no_kernel_for_on_volta_is_refused(tmp_path, ca
         assert _run(tmp_path, capsys, raw)[0] == 0
 
 
+@pytest.mark.parametrize("gpu", ["tpu-v5e", "tpu-v6e"])
+def test_vllm_on_a_tpu_serves_16_bit_and_int8_weights_only(tmp_path, capsys, gpu):
+    """plan serve recommended fp8 weights on TPU v5e; vLLM's TPU backend has INT8 (W8A8)
+    kernels and none for FP8, AWQ, GPTQ or Marlin."""
+    raw = copy.deepcopy(BASE)
+    for weight_dtype in ("fp8", "int4", "fp4"):
+        raw["deployment"].update(gpu=gpu, weight_dtype=weight_dtype)
+        code, err = _run(tmp_path, capsys, raw)
+        assert code == 2 and err.startswith(
+            f"error: vllm has no {weight_dtype} weight kernel for {gpu} ({gpu}). To fix: use "
+            "weight_dtype bf16 or fp16 or int8 there"), err
+    raw["deployment"].update(gpu=gpu, weight_dtype="int8")
+    assert _run(tmp_path, capsys, raw)[0] == 0
+    # 8B in bf16 leaves a 16 GB v5e no room for the cache: the fix names only int8
+    raw["deployment"].update(gpu="tpu-v5e", weight_dtype="bf16")
+    code, err = _run(tmp_path, capsys, raw)
+    assert code == 2 and "quantize the weights (int8) or pick" in err, err
+
+
 def test_plan_serve_rejects_what_the_engine_cannot_run_with_the_reason(tmp_path, capsys):
     raw = copy.deepcopy(BASE)
     raw["search"] = {"gpus": ["v100", "a100"], "tp": [1], "weight_dtypes": ["fp8"]}

@@ -292,12 +292,16 @@ class Engine(Row):
                              fix=f"set block_size to {near} (or leave it out for "
                                  f"{self.name}'s {self.block_size})")
 
+    def weight_formats_missing(self, gpu: Accelerator) -> set[str]:
+        """The weight formats this engine has no kernel for on `gpu`'s architecture."""
+        return {f for rule in self.missing_weight_formats
+                if gpu.architecture in rule.architectures for f in rule.formats}
+
     def check_weight_format(self, weight_format: str, gpu: Accelerator,
                             formats: tuple[str, ...]) -> None:
         """An InputError for a weight format this engine has no kernel for on `gpu`'s
         architecture, naming those of `formats` it does run there."""
-        missing = {f for rule in self.missing_weight_formats
-                   if gpu.architecture in rule.architectures for f in rule.formats}
+        missing = self.weight_formats_missing(gpu)
         if weight_format in missing:
             # bf16 only where the chip has it: vLLM refuses bf16 below compute capability 8.0
             runs = [f for f in formats if f not in missing

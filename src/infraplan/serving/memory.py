@@ -110,7 +110,7 @@ def replica_memory(arch: ModelArch, gpu: Accelerator, engine: Engine, *, tp: int
                         overhead_bytes=fixed, kv_bytes=max(kv, 0.0),
                         kv_bytes_per_token=per_token, block_size=block_size)
     if mem.kv_blocks < 1:
-        smaller = smaller_weight_formats(weights)
+        smaller = smaller_weight_formats(weights, engine.weight_formats_missing(gpu))
         quantize = f", quantize the weights ({', '.join(smaller)})" if smaller else ""
         fix = f"raise tp (now {tp}) or pp (now {pp}){quantize} or pick a GPU with more memory"
         if kv > 0:  # memory is left, but less than one block of block_size tokens

@@ -125,10 +125,15 @@ _PORTABLE_FORMAT_BYTES = {"fp8": _TENSOR_CORE_FORMAT_BYTES["fp8"],
                           "int4": 0.5 + SCALE_BYTES / INT4_GROUP_SIZE}
 
 
-def smaller_weight_formats(current: WeightFormat) -> list[str]:
-    """The portable formats that store a weight in fewer bytes than `current`."""
-    return [name for name, size in _PORTABLE_FORMAT_BYTES.items()
-            if size < current.bytes_per_weight]
+def smaller_weight_formats(current: WeightFormat, missing: frozenset[str] | set[str] = frozenset()
+                           ) -> list[str]:
+    """The formats that store a weight in fewer bytes than `current`, less those an engine
+    has no kernel for (`missing`): the portable fp8 and int4, and int8 where fp8 is missing
+    (vLLM's TPU backend runs INT8 W8A8 and no FP8, AWQ or GPTQ kernel)."""
+    formats = ({"int8": _TENSOR_CORE_FORMAT_BYTES["int8"]} if "fp8" in missing else {}) \
+        | _PORTABLE_FORMAT_BYTES
+    return [name for name, size in formats.items()
+            if size < current.bytes_per_weight and name not in missing]
 
 
 def weight_format(name: str, gpu: Accelerator, activation_dtype: str) -> WeightFormat:
