@@ -41,15 +41,26 @@ def test_a_service_that_keeps_up_is_priced_at_the_offered_token_rate(seed):
 
 
 def test_an_overloaded_service_is_priced_at_what_it_completes():
-    """Traffic at four times capacity: the engines serve their saturated rate, not the
-    offered one, and the queue's growth leaves no warm-up to skip."""
+    """Traffic at four times capacity: the queue outgrows the arrivals, most tokens are
+    served after the last one, and the run is priced over its makespan, at about the
+    engines' saturated rate rather than the offered one."""
     lengths = _poisson(1.0)
     capacity_per_s = saturated_requests_per_s(resolve(DEP), lengths)
     requests = _poisson(4 * capacity_per_s)
     s = summarize(simulate(DEP, requests), usd_per_gpu_hour=PRICE)
-    assert s["steady"]["warmup_s"] == 0.0
-    assert s["steady"]["output_tokens_per_s"] == pytest.approx(
+    assert "steady" not in s
+    assert _cost_rate(s) == pytest.approx(s["throughput"]["output_tokens_per_s"], rel=1e-12)
+    assert _cost_rate(s) == pytest.approx(
         capacity_per_s * requests.output_tokens.mean(), rel=0.15)
+
+
+def test_a_burst_of_arrivals_is_priced_over_its_makespan():
+    """Requests arriving within a millisecond: the window between the first and the last
+    serves no token, and a rate over it would price the run at infinity."""
+    requests = _poisson(1e6, n=200)
+    s = summarize(simulate(DEP, requests), usd_per_gpu_hour=PRICE)
+    assert np.ptp(requests.arrival_s) < 1e-3 and "steady" not in s
+    assert _cost_rate(s) == pytest.approx(s["throughput"]["output_tokens_per_s"], rel=1e-12)
 
 
 def test_an_offline_run_is_priced_over_its_makespan():

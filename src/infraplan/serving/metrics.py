@@ -67,10 +67,12 @@ def steady_rates(res: SimResult) -> dict[str, float] | None:
     The window runs to the last arrival, from the first arrival plus a warm-up of one p90
     end-to-end latency (the batch fills over about a request's lifetime; load tests discard
     their warm-up the same way), or from the first arrival when that would leave less than
-    half the window (an overloaded run, whose queue keeps growing). A request's output
-    counts up to the window's edge: its first token at the first-token time, the rest
-    evenly until it finishes (decode steps are near-constant); its prompt counts when its
-    first token is out. None without a window (offline: every request at t = 0)."""
+    half the window. A request's output counts up to the window's edge: its first token at
+    the first-token time, the rest evenly until it finishes (decode steps are
+    near-constant); its prompt counts when its first token is out. None when the window
+    serves less than half the run's output: requests that arrive in a burst (offline, all
+    at t = 0) or a queue that outgrows the arrivals (overload), where the makespan is the
+    run's measure."""
     req, done = res.requests, res.completed
     start, end = float(req.arrival_s.min()), float(req.arrival_s.max())
     if end <= start or not done.any():
@@ -89,6 +91,8 @@ def steady_rates(res: SimResult) -> dict[str, float] | None:
             float(prompt[started].sum())
 
     (out0, in0), (out1, in1) = served_by(start + warmup), served_by(end)
+    if out1 - out0 < 0.5 * out.sum():
+        return None
     window = end - start - warmup
     return {"window_s": window, "warmup_s": warmup,
             "output_tokens_per_s": (out1 - out0) / window,
