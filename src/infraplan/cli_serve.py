@@ -57,7 +57,6 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
-    from infraplan.models import uncounted_notes
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import capacity_summary
     from infraplan.serving.metrics import require_completions, summarize
@@ -80,8 +79,7 @@ def run_simulate_serve(args) -> int:
                 f"{dep.weight_dtype}, KV {settings['kv_dtype']}, max_num_seqs "
                 f"{r.max_num_seqs}, max_num_batched_tokens {r.max_num_batched_tokens}; seed "
                 f"{scenario.seed}")
-    notes = [*scenario.window_notes(requests), *scenario.stored_format_notes(r.arch),
-             *uncounted_notes(r.arch)]
+    notes = scenario.simulation_notes(requests, r.arch)
     summary["capacity"] = capacity_summary(r, requests, dep.replicas,
                                            *offered_load(scenario, base))
     data = {**summary, "seed": scenario.seed, "deployment": settings, "notes": notes,

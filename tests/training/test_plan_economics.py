@@ -79,7 +79,7 @@ def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
     def no_offer(gpu, pricing):
         raise InputError(f"no {pricing} price for {gpu} in the catalog")
 
-    monkeypatch.setattr("infraplan.economics.spec.cheapest_offer_price", no_offer)
+    monkeypatch.setattr("infraplan.economics.spec.cheapest", no_offer)
     result = plan_training(_scenario())  # ranking by time needs no price
     assert "no cost" in result.notes[0]
     economics = result.best[0].economics  # energy and carbon still count

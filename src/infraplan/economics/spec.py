@@ -24,7 +24,6 @@ from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
 from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
 from infraplan.economics.offers import cheapest
-from infraplan.economics.offers import price_per_gpu_hour as cheapest_offer_price
 from infraplan.errors import InputError
 
 Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
@@ -65,26 +64,23 @@ class EnergySpec(StrictNumbers):
 def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str) -> float:
     """The scenario's price for an accelerator (keys may be aliases), else the cheapest
     offer in the catalog for `pricing`."""
-    catalog = load_catalog()
-    name = catalog.accelerators.get(gpu).name
-    for key, price in prices.items():
-        if catalog.accelerators.get(key).name == name:
-            return price
-    return cheapest_offer_price(name, pricing)
+    return priced(gpu, prices=prices, pricing=pricing)[0]
 
 
-def price_basis(gpu: str, *, prices: dict[str, float], pricing: str) -> str:
-    """Where price_per_gpu_hour took its figure: the scenario, or the offer it picked (the
+def priced(gpu: str, *, prices: dict[str, float], pricing: str) -> tuple[float, str]:
+    """price_per_gpu_hour and where it came from: the scenario, or the offer it picked (the
     cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
     to see that before trusting the bill)."""
     catalog = load_catalog()
     name = catalog.accelerators.get(gpu).name
-    if any(catalog.accelerators.get(key).name == name for key in prices):
-        return "the scenario's price"
+    for key, price in prices.items():
+        if catalog.accelerators.get(key).name == name:
+            return price, "the scenario's price"
     offer = cheapest(name, pricing)
     where = f" ({offer.region})" if offer.region else ""
-    return (f"cheapest {pricing.replace('_', '-')} offer: {offer.provider} "
-            f"{offer.instance_type}{where}; set prices: {{{name}: ...}} for yours")
+    return offer.usd_per_gpu_hour(pricing), (
+        f"cheapest {pricing.replace('_', '-')} offer: {offer.provider} "
+        f"{offer.instance_type}{where}; set prices: {{{name}: ...}} for yours")
 
 
 @dataclass(frozen=True)
@@ -139,10 +135,10 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
     try:
-        price = price_per_gpu_hour(gpu, prices=prices, pricing=pricing)
+        price, basis = priced(gpu, prices=prices, pricing=pricing)
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
-                          price_basis=price_basis(gpu, prices=prices, pricing=pricing))
+                          price_basis=basis)
     return PlanEconomics(breakdown, estimate, price, pricing)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
-from infraplan.models import uncounted_notes
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.report.serving import LOAD_NOTE, share_text
@@ -217,9 +216,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             # format; a lone simulation names them here
             paragraphs=[f"Simulated: {sim['label']}.",
                         *(() if plan is not None else
-                          (*scenario.window_notes(result.requests),
-                           *scenario.stored_format_notes(result.replica.arch),
-                           *uncounted_notes(result.replica.arch)))])
+                          scenario.simulation_notes(result.requests, result.replica.arch))])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
             item("output tokens per second", t["output_tokens_per_s"],

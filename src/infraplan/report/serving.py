@@ -88,6 +88,11 @@ def plan_report(name: str, plan, seed: int) -> str:
     return "\n".join(lines)
 
 
+def _listed(values) -> str:
+    """'2, 4, 8': the distinct values, in order."""
+    return ", ".join(str(v) for v in dict.fromkeys(values))
+
+
 def _rejected_lines(rejected) -> list[str]:
     """One line per reason: configurations refused for the same reason (an accelerator
     without a price, at every TP and format) are named together, not each at length."""
@@ -100,11 +105,8 @@ def _rejected_lines(rejected) -> list[str]:
             lines.append(f"  {cands[0].describe()}: {reason}")
             continue
         deps = [c.deployment for c in cands]
-
-        def listed(values):
-            return ", ".join(str(v) for v in dict.fromkeys(values))
-        lines.append(f"  {len(cands)} configurations of {listed(d.gpu for d in deps)} (TP "
-                     f"{listed(d.tp for d in deps)}; weights "
-                     f"{listed(d.weight_dtype for d in deps)}; kv "
-                     f"{listed(d.kv_dtype for d in deps)}): {reason}")
+        lines.append(f"  {len(cands)} configurations of {_listed(d.gpu for d in deps)} (TP "
+                     f"{_listed(d.tp for d in deps)}; weights "
+                     f"{_listed(d.weight_dtype for d in deps)}; kv "
+                     f"{_listed(d.kv_dtype for d in deps)}): {reason}")
     return lines

@@ -176,6 +176,7 @@ class ResolvedReplica:
     max_num_batched_tokens: int
     chunked_prefill: bool
     kv_policy: str
+    kv_dtype: str  # the cache's format: the deployment's, else the chip's 16-bit type
     static_executor: bool = False  # static batches run through the in-flight batcher
 
     def settings(self) -> dict:
@@ -183,7 +184,7 @@ class ResolvedReplica:
         defaults where the deployment left a setting out (KV format, batch limits, block
         size, chunked prefill, KV policy)."""
         return {**self.deployment.model_dump(), "gpu": self.gpu.name,
-                "kv_dtype": self.deployment.kv_dtype or self.gpu.sixteen_bit,
+                "kv_dtype": self.kv_dtype,
                 "max_num_seqs": self.max_num_seqs,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "block_size": self.memory.block_size, "chunked_prefill": self.chunked_prefill,
@@ -354,5 +355,5 @@ def _resolve(dep: Deployment, arch: ModelArch, gpu: Accelerator, engine: Engine,
     return ResolvedReplica(deployment=dep, arch=arch, gpu=gpu, engine=engine, step=step,
                            memory=memory, max_num_seqs=max_seqs,
                            max_num_batched_tokens=max_tokens, chunked_prefill=chunked,
-                           kv_policy=dep.kv_policy or engine.kv_policy,
+                           kv_policy=dep.kv_policy or engine.kv_policy, kv_dtype=kv_dtype,
                            static_executor=executor is not None)

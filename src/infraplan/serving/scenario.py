@@ -11,7 +11,7 @@ from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
 from infraplan.errors import InputError, close_matches
-from infraplan.models import ModelArch
+from infraplan.models import ModelArch, uncounted_notes
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
 from infraplan.serving.metrics import Slo
@@ -182,6 +182,12 @@ class ServeScenario(SpecModel):
                 f"traffic.arrival.start_hour: {peak_h:g} to simulate the peak, or raise "
                 f"{more} to cover more of the day (about "
                 f"{mean_rate_per_s(self.traffic) * DAY_S:,.0f} requests a day)"]
+
+    def simulation_notes(self, requests: Requests, arch: ModelArch) -> list[str]:
+        """What a lone simulation of the scenario notes: the diurnal hours it covers, the
+        checkpoint's format, the model's parts left uncounted."""
+        return [*self.window_notes(requests), *self.stored_format_notes(arch),
+                *uncounted_notes(arch)]
 
     def stored_format_notes(self, arch: ModelArch) -> list[str]:
         """Why the deployment serves the format it does, when the checkpoint chose it."""
