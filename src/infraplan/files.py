@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 
 
 def read_user_file(path: Path, what: str, fix: str) -> str:
@@ -33,9 +33,26 @@ def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
     if is_dir:
         raise InputError(f"{what} {str(path)!r} is a directory, not a file", fix=fix)
     if not is_file:
-        exists = path.exists()  # a device or a pipe (/dev/null) exists but is not a file
-        raise InputError(f"{what} {str(path)!r} " + ("is not a regular file" if exists else
-                                                       "does not exist"), fix=fix)
+        if path.exists():  # a device or a pipe (/dev/null) exists but is not a file
+            raise InputError(f"{what} {str(path)!r} is not a regular file", fix=fix)
+        near = _files_near(path)
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        raise InputError(f"{what} {str(path)!r} does not exist{hint}", fix=fix)
+
+
+def _files_near(path: Path) -> list[str]:
+    """Files in `path`'s folder whose names are close to its name (a typo, a dropped
+    suffix such as "-a100"), written as the user wrote the folder."""
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_file()]
+    except OSError:
+        return []
+    stem = path.name.lower()
+    close = close_matches(path.name, names)
+    # a name the user shortened ("train-gpt3-175b.yaml" for "...-175b-a100.yaml")
+    close += [n for n in names if n not in close and Path(n).suffix == path.suffix
+              and Path(n).stem.lower().startswith(Path(stem).stem)]
+    return [str(path.parent / n) for n in close[:3]]
 
 
 def on_disk(path: Path) -> bool:

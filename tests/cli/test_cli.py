@@ -180,6 +180,11 @@ BAD_INPUT = [
      "not a multiple of tp*pp*cp"),
     (["memory", "--model", "no/such/config.json", "--gpu", "h100"], "does not exist"),
     (["memory", "no-such-scenario.yaml"], "does not exist"),
+    # a typo or a shortened name in a folder names the files it may have meant
+    (["plan", "train", str(ROOT / "examples" / "train-gpt3-175b.yaml")],
+     f"does not exist; did you mean '{ROOT / 'examples' / 'train-gpt3-175b-a100.yaml'}'"),
+    (["plan", "serve", str(ROOT / "examples" / "serve-lama8b-chat.yaml")],
+     f"does not exist; did you mean '{ROOT / 'examples' / 'serve-llama8b-chat.yaml'}'"),
     (["memory", "--model", "llama-3.1-8b", "--gpu", "v100", "--precision", "bf16"],
      "does not support bf16"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8", "--ep", "2"],
