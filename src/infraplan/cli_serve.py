@@ -60,7 +60,7 @@ def run_simulate_serve(args) -> int:
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import capacity_summary
     from infraplan.serving.metrics import require_completions, summarize
-    from infraplan.serving.planner import offered_load
+    from infraplan.serving.provision import offered_load
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
 

@@ -9,8 +9,8 @@ import pytest
 from infraplan.cli import main
 from infraplan.serving.capacity import idle_latency
 from infraplan.serving.deployment import Deployment, resolve
-from infraplan.serving.planner import (_per_replica, plan_serving, stationary_stream,
-                                       violations)
+from infraplan.serving.planner import plan_serving
+from infraplan.serving.provision import per_replica_summary, stationary_stream, violations
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.metrics import Slo
 from infraplan.serving.simulate import simulate
@@ -81,7 +81,7 @@ def test_load_never_beats_the_idle_floor(rate_per_s):
     resolved = resolve(Deployment(model="llama-3.1-8b", gpu="h100", weight_dtype="fp8"))
     stream = generate(stationary_stream(scenario.traffic, rate_per_s), seed=0)
     floor = idle_latency(resolved, stream)
-    loaded = _per_replica(scenario, resolved, rate_per_s, 1, 2.0, None)
+    loaded = per_replica_summary(scenario, resolved, rate_per_s, 1, 2.0, None)
     for key in ("ttft_s", "tpot_s", "e2e_s"):  # the same requests, loaded or alone
         for stat in ("p50", "p90", "p99"):
             assert floor[key][stat] <= loaded[key][stat]

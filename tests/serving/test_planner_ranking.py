@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import infraplan.serving.planner as planner
+import infraplan.serving.provision as provision
 from infraplan.serving.deployment import Deployment
-from infraplan.serving.planner import CONFIRMED, Candidate, plan_serving
+from infraplan.serving.planner import Candidate, plan_serving
+from infraplan.serving.provision import CONFIRMED
 from infraplan.serving.scenario import ServeScenario
 
 TRAFFIC = {"arrival": {"kind": "poisson", "rate_per_s": 10}, "num_requests": 400,
@@ -47,11 +48,11 @@ def test_a_leader_that_grows_on_confirmation_lets_the_next_be_confirmed(monkeypa
             cand.usd_per_hour = 4.0
         return 1
 
-    monkeypatch.setattr(planner, "_confirm", fake_confirm)
+    monkeypatch.setattr(provision, "confirm_deployment", fake_confirm)
     cands = [_candidate(n, float(n), 1.0) for n in (1, 2, 3, 3)]
     faster = cands[3]
     faster.summary = {"e2e_s": {"p99": 0.5}}  # the faster of the two at $3/h
-    ranked, sims = planner._confirm_cheapest(None, cands, 10.0, None, None)
+    ranked, sims = provision.confirm_cheapest(None, cands, 10.0, None, None)
     assert [c.usd_per_hour for c in ranked] == [2.0, 3.0, 3.0, 4.0]
     assert ranked[1] is faster  # equal cost and GPUs: the lower p99 end-to-end first
     assert sims == len(confirmed) == CONFIRMED + 1
@@ -97,7 +98,7 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
     import math
 
     from infraplan.serving.metrics import summarize
-    from infraplan.serving.planner import stationary_stream, violations
+    from infraplan.serving.provision import stationary_stream, violations
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
 
@@ -123,7 +124,7 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
         floor = math.floor(plan.rate_per_s / cand.capacity_requests_per_s) + 1
         assert meets(cand, replicas)
         assert replicas == floor or not meets(cand, replicas - 1)
-        per_replica_count = planner._fewest_replicas(
+        per_replica_count = provision.fewest_replicas(
             scenario, cand.resolved, plan.rate_per_s, slo, 16,
             cand.usd_per_hour / cand.deployment.num_gpus, None,
             cand.capacity_requests_per_s)[0]

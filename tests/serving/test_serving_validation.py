@@ -211,9 +211,9 @@ def test_plan_serve_diurnal_plans_for_the_peak_and_rejects_with_reasons(tmp_path
     # fewer replicas than the best would miss the SLOs (the search found the minimum)
     if best.deployment.replicas > 1:
         from infraplan.serving.deployment import resolve
-        from infraplan.serving.planner import _per_replica, violations
+        from infraplan.serving.provision import per_replica_summary, violations
 
-        fewer = _per_replica(scenario, resolve(best.deployment.model_copy(
+        fewer = per_replica_summary(scenario, resolve(best.deployment.model_copy(
             update={"replicas": 1})), 30, best.deployment.replicas - 1, 3.9, None)
         assert violations(fewer, scenario.slo.to_slo())
 

@@ -19,8 +19,9 @@ from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import capacity_summary
 from infraplan.serving.metrics import latencies, require_completions, summarize
 from infraplan.serving.nearby import nearby_list
-from infraplan.serving.planner import stationary_stream as stream_at
-from infraplan.serving.planner import offered_load, plan_serving, planning_rate, violations
+from infraplan.serving.planner import plan_serving
+from infraplan.serving.provision import offered_load, planning_rate, violations
+from infraplan.serving.provision import stationary_stream as stream_at
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 

@@ -1,0 +1,199 @@
+"""Provisioning: the rate a deployment must sustain, and the fewest replicas of a
+candidate that sustain it within the SLOs.
+
+One replica is simulated at rate / R (a stream split evenly over R replicas is, per
+replica, the same kind of stream at rate / R); more replicas never hurt latency, so the
+smallest R is found by doubling then bisection. The cheapest candidates are then
+re-simulated as whole deployments behind the least-outstanding-requests router.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infraplan.errors import InputError
+from infraplan.serving.deployment import ResolvedReplica
+from infraplan.serving.metrics import Slo, dropped_reasons, summarize
+from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import (ArrivalSpec, TrafficSpec, generate, mean_rate_per_s,
+                                       with_rate)
+
+if TYPE_CHECKING:
+    from infraplan.serving.planner import Candidate
+
+CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
+DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
+
+
+def offered_load(scenario: ServeScenario, base_dir: Path | None,
+                 rate_per_s: float | None = None) -> tuple[float, str]:
+    """(the rate a deployment must sustain, what it is: 'offered' for a steady stream's
+    mean, 'peak' for a diurnal curve's top or the scenario's peak_rate_per_s); inf for an
+    offline batch. `rate_per_s`: the planning rate when the caller has it already (a
+    trace's is read from its file)."""
+    if scenario.traffic.arrival.kind == "offline" and not scenario.peak_rate_per_s:
+        return math.inf, "offered"
+    peak = scenario.peak_rate_per_s or scenario.traffic.arrival.kind == "diurnal"
+    rate = planning_rate(scenario, base_dir) if rate_per_s is None else rate_per_s
+    return rate, "peak" if peak else "offered"
+
+
+def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
+    """The rate to provision for: the scenario's peak, the diurnal curve's top, or the mean."""
+    if scenario.peak_rate_per_s:
+        return scenario.peak_rate_per_s
+    arrival = scenario.traffic.arrival
+    if arrival.kind == "diurnal":
+        return max(rate for _, rate in arrival.curve)
+    rate = mean_rate_per_s(scenario.traffic, base_dir=base_dir)
+    if not math.isfinite(rate):  # a trace whose requests all arrive at one instant
+        raise InputError("traffic.arrival: every request of the trace arrives at the same "
+                         "instant, so it has no rate to provision for",
+                         fix="set peak_rate_per_s, or use simulate serve for a batch")
+    return rate
+
+
+def stationary_stream(traffic: TrafficSpec, rate: float, *,
+                      base_dir: Path | None = None) -> TrafficSpec:
+    """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
+    if traffic.arrival.kind == "diurnal":
+        update = {"arrival": ArrivalSpec.model_validate({"kind": "poisson",
+                                                         "rate_per_s": rate})}
+        if traffic.num_requests is None:  # a day-long duration: simulate a window instead
+            update.update(num_requests=DIURNAL_WINDOW_REQUESTS, duration_s=None)
+        return traffic.model_copy(update=update)
+    return with_rate(traffic, rate, base_dir=base_dir)  # a relative trace: the scenario's
+
+
+def violations(summary: dict, slo: Slo) -> list[str]:
+    """Each SLO a simulation's summary misses, and its dropped requests, in words."""
+    out = []
+    for name, limit, key in (("p99 TTFT", slo.ttft_p99_s, "ttft_s"),
+                             ("p99 TPOT", slo.tpot_p99_s, "tpot_s"),
+                             ("p99 end-to-end", slo.e2e_p99_s, "e2e_s")):
+        value = summary[key]["p99"]
+        if limit is not None and not value <= limit:
+            out.append(f"{name} {value:.3g} s > {limit:g} s")
+    if summary["dropped"]:
+        reasons = summary["dropped_by_reason"]
+        why = next(iter(reasons)) if len(reasons) == 1 else dropped_reasons(summary)
+        out.append(f"{summary['dropped']:,} request{'s' * (summary['dropped'] != 1)} dropped "
+                   f"({why})")
+    return out
+
+
+def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
+                 base_dir) -> dict:
+    requests = generate(stationary_stream(scenario.traffic, rate / replicas,
+                                          base_dir=base_dir),
+                        seed=scenario.seed, base_dir=base_dir)
+    result = simulate(resolved.deployment, requests, resolved=resolved)
+    return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+
+
+def fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir,
+                     capacity: float):
+    """(replicas, summary at that count, simulations run, why none is enough)."""
+    if capacity <= 0:
+        return None, None, 0, "completes no request (see simulate serve)"
+    need = math.floor(rate / capacity) + 1  # the fewest replicas each loaded below capacity
+    if need > max_replicas:
+        return None, None, 0, (f"needs {need} replicas to keep up with {rate:.3g} requests/s "
+                               f"(one completes at most {capacity:.3g}/s), over max_replicas "
+                               f"{max_replicas}")
+    count, summaries = 0, {}
+
+    def ok(r: int) -> bool:
+        nonlocal count
+        if r < need:
+            return False
+        if r not in summaries:
+            summaries[r] = per_replica_summary(scenario, resolved, rate, r, price, base_dir)
+            count += 1
+        return not violations(summaries[r], slo)
+
+    hi = need
+    while not ok(hi):
+        if hi >= max_replicas:
+            return None, summaries[hi], count, (f"misses the SLOs even with {max_replicas} "
+                                                "replicas: "
+                                                + "; ".join(violations(summaries[hi], slo)))
+        hi = min(hi * 2, max_replicas)
+    lo = hi // 2  # fails (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, summaries[hi], count, ""
+
+
+def rank_key(cand: Candidate) -> tuple:
+    """Cheapest first; at equal cost fewer GPUs, then the lower p99 end-to-end latency
+    (fp8 beside bf16 on the same GPUs serves faster for the same money)."""
+    e2e_p99_s = cand.summary["e2e_s"]["p99"] if cand.summary else math.inf
+    return (cand.usd_per_hour, cand.deployment.num_gpus,
+            e2e_p99_s if math.isfinite(e2e_p99_s) else math.inf)
+
+
+def confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
+                      base_dir) -> tuple[list[Candidate], int]:
+    """The candidates ranked, the first CONFIRMED of them simulated as whole deployments.
+    Confirming can add replicas, so a confirmed candidate may fall behind unconfirmed ones:
+    re-rank and confirm the new leaders until the first CONFIRMED are all confirmed."""
+    confirmed, sims = set(), 0
+    while True:
+        candidates.sort(key=rank_key)
+        pending = [c for c in candidates[:CONFIRMED] if id(c) not in confirmed]
+        if not pending:
+            return candidates, sims
+        for cand in pending:
+            sims += confirm_deployment(scenario, cand, rate, slo, base_dir)
+            confirmed.add(id(cand))
+
+
+def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
+    """Simulate the whole deployment behind its router: add replicas until it meets the
+    SLOs, or take them away while it still does. The replica count came from one replica
+    at rate / replicas, a random split of the stream; a least-outstanding router pools the
+    replicas' queues (join-the-shortest-queue beats random assignment; e.g. Harchol-Balter,
+    Performance Modeling and Design of Computer Systems, ch. 24), so the deployment may
+    meet the SLOs with fewer, and `simulate serve` of it would say so."""
+    sims = 0
+    price = cand.usd_per_hour / cand.deployment.num_gpus
+    requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
+                        seed=scenario.seed, base_dir=base_dir)
+    # below this count the replicas are loaded past their saturated capacity
+    floor = math.floor(rate / cand.capacity_requests_per_s) + 1 \
+        if cand.capacity_requests_per_s else cand.deployment.replicas
+
+    def run(replicas: int) -> dict:
+        nonlocal sims
+        sims += 1
+        dep = cand.deployment.model_copy(update={"replicas": replicas})
+        return summarize(simulate(dep, requests, resolved=cand.resolved), slo=slo,
+                         usd_per_gpu_hour=price)
+
+    replicas = cand.deployment.replicas
+    summary = run(replicas)
+    for _ in range(3):  # too few: add replicas
+        if not violations(summary, slo):
+            break
+        replicas += 1
+        summary = run(replicas)
+    if not violations(summary, slo):
+        for _ in range(4):  # enough: try one fewer while the SLOs hold
+            if replicas - 1 < floor:
+                break
+            fewer = run(replicas - 1)
+            if violations(fewer, slo):
+                break
+            replicas, summary = replicas - 1, fewer
+    cand.deployment = cand.deployment.model_copy(update={"replicas": replicas})
+    cand.summary = summary
+    cand.usd_per_hour = price * cand.deployment.num_gpus
+    return sims
