@@ -1,0 +1,90 @@
+"""The search's evaluated plans: knob and result columns per accelerator type, the limits
+that filter them, and the few rows that are evaluated again in full."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infraplan.catalog.schema import System
+from infraplan.training.evaluate import evaluate_plans, plan_arrays
+from infraplan.training.plan import ParallelPlan
+from infraplan.training.step_time import BREAKDOWN
+
+KNOB_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "sp", "mb", "recompute",
+                "tp_overlap", "ep_overlap")
+# what ranking, limits, the frontier and the rejected-knob reasons read; the few plans
+# shown are evaluated again in full (evaluate_plan, breakdown)
+KEPT_COLUMNS = frozenset({"fits", "step_s", "time_to_train_s", "gpu_hours", "gpus",
+                          "memory_bytes", "capacity_bytes", "recompute"})
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Every plan the search evaluated on one accelerator type, as columns."""
+    gpu: str
+    system: str | System | None  # node type the plans were evaluated on
+    cols: dict[str, np.ndarray]  # knob columns
+    out: dict[str, np.ndarray]  # evaluation results
+
+
+def plan_at(ev: Evaluated, i: int) -> ParallelPlan:
+    """Plan `i` of the columns as a ParallelPlan."""
+    c = {k: v[i] for k, v in ev.cols.items()}
+    return ParallelPlan(tp=int(c["tp"]), pp=int(c["pp"]), dp=int(c["dp"]), cp=int(c["cp"]),
+                        ep=int(c["ep"]), vp=int(c["vp"]), zero=int(c["zero"]),
+                        etp=None if c["etp"] == c["tp"] else int(c["etp"]),
+                        sequence_parallel=bool(c["sp"]), micro_batch=int(c["mb"]),
+                        tp_comm_overlap=bool(c["tp_overlap"]),
+                        ep_comm_overlap=bool(c["ep_overlap"]),
+                        **recompute_knob(float(c["recompute"])))
+
+
+def recompute_knob(code: float) -> dict:
+    """ParallelPlan fields of a numeric recompute code."""
+    if code < 1:
+        return {"recompute": "none", "recompute_fraction": 1.0}
+    if code == 1:
+        return {"recompute": "selective", "recompute_fraction": 1.0}
+    return {"recompute": "full", "recompute_fraction": round(code - 1.0, 6)}
+
+
+@dataclass(frozen=True)
+class Limits:
+    deadline_s: float | None
+    budget_gpu_hours: float | None
+    budget_usd: float | None
+
+    def checks(self):
+        """(result column, limit, what it is) for each limit given."""
+        return [(col, lim, what) for col, lim, what in (
+            ("time_to_train_s", self.deadline_s, "deadline"),
+            ("gpu_hours", self.budget_gpu_hours, "GPU-hour budget"),
+            ("cost_usd", self.budget_usd, "USD budget")) if lim is not None]
+
+
+def allowed(ev: Evaluated, limits: Limits) -> np.ndarray:
+    """The plans that fit and meet every limit given."""
+    ok = ev.out["fits"].copy()
+    for column, limit, _ in limits.checks():
+        if column in ev.out:
+            ok &= ev.out[column] <= limit
+    return ok
+
+
+def objective_of(ev: Evaluated, objective: str) -> np.ndarray:
+    """What the plans are ranked by: total cost, or time to train (per step without a
+    token budget)."""
+    if objective == "cost":
+        return ev.out["cost_usd"]
+    return ev.out.get("time_to_train_s", ev.out["step_s"])
+
+
+def breakdown(arch, job, ev: Evaluated, rows: list[int]) -> dict[str, np.ndarray]:
+    """The step-time parts of a few evaluated plans (the search keeps only what it ranks
+    by), evaluated again at once: the evaluation is per plan, so they are the same numbers."""
+    cols = {k: ev.cols[k][np.asarray(rows, dtype=int)] for k in KNOB_COLUMNS}
+    plans = plan_arrays(**cols, global_batch=job.global_batch)
+    out = evaluate_plans(arch, ev.gpu, job, plans, system=ev.system)
+    return {k: out[f"time.{k}"] for k in BREAKDOWN}
