@@ -57,30 +57,25 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
+    from infraplan.report.document_serve import simulate_scenario
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import capacity_summary
-    from infraplan.serving.metrics import require_completions, summarize
     from infraplan.serving.provision import offered_load
-    from infraplan.serving.simulate import simulate
-    from infraplan.serving.traffic import generate
 
     scenario, base = _load_serve(args)
-    dep = scenario.deployment_spec()
-    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base)
     with progress(args, "simulating requests") as tick:
-        result = simulate(dep, requests, base_dir=base, progress=tick)
-    gpu = result.replica.gpu.name
-    summary = summarize(result, slo=scenario.slo.to_slo(),
-                        usd_per_gpu_hour=scenario.price_per_gpu_hour(gpu))
-    require_completions(summary)
+        sim = simulate_scenario(scenario, base, progress=tick)
+    dep, result, summary = sim["deployment"], sim["result"], sim["summary"]
     r = result.replica
     settings = r.settings()
-    describe = (f"{r.arch.name} on {dep.replicas} x {dep.tp} x {gpu}, {dep.engine}, weights "
-                f"{dep.weight_dtype}, KV {settings['kv_dtype']}, max_num_seqs "
+    describe = (f"{r.arch.name} on {dep.replicas} x {dep.tp} x {r.gpu.name}, {dep.engine}, "
+                f"weights {dep.weight_dtype}, KV {settings['kv_dtype']}, max_num_seqs "
                 f"{r.max_num_seqs}, max_num_batched_tokens {r.max_num_batched_tokens}; seed "
                 f"{scenario.seed}")
-    notes = scenario.simulation_notes(requests, r.arch)
-    summary["capacity"] = capacity_summary(r, requests, dep.replicas,
+    notes = scenario.simulation_notes(result.requests, r.arch)
+    if sim["price_note"]:
+        notes.append(f"no cost: {sim['price_note']}")
+    summary["capacity"] = capacity_summary(r, result.requests, dep.replicas,
                                            *offered_load(scenario, base))
     data = {**summary, "seed": scenario.seed, "deployment": settings, "notes": notes,
             "timeline": {k: v.tolist() for k, v in result.timeline.items()}}

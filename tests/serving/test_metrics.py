@@ -69,3 +69,33 @@ def test_an_offline_run_is_priced_over_its_makespan():
     assert "steady" not in s
     assert _cost_rate(s) == pytest.approx(s["throughput"]["output_tokens_per_s"], rel=1e-12)
     assert s["cost"]["usd"] == pytest.approx(PRICE * s["makespan_s"] / 3600, rel=1e-12)
+
+
+def test_simulate_serve_without_a_price_still_simulates(tmp_path, capsys):
+    """No offer sells the chip at the scenario's pricing: the latency and throughput do not
+    depend on a price, so the run is reported without a cost and a note says how to give
+    one (it exited 2 with that message before, while `report` of the same file ran)."""
+    import json
+
+    import yaml
+
+    from infraplan.cli import main
+
+    scenario = {"model": "llama-3.1-8b", "pricing": "spot",
+                "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 5},
+                            "num_requests": 200, "input": {"kind": "fixed", "value": 500},
+                            "output": {"kind": "fixed", "value": 100}},
+                "deployment": {"gpu": "h800"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["completed"] == 200 and "cost" not in out
+    assert any(n.startswith("no cost: no spot offer for h800-sxm5-80gb") and
+               "prices: {h800-sxm5-80gb: 2.50}" in n for n in out["notes"])
+    scenario["prices"] = {"h800": 2.0}
+    path.write_text(yaml.safe_dump(scenario))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cost"]["usd_per_gpu_hour"] == 2.0
+    assert not any(n.startswith("no cost") for n in out["notes"])

@@ -43,11 +43,14 @@ def _price(scenario, gpu: str) -> tuple[float | None, str | None]:
         return None, str(exc)
 
 
-def simulate_scenario(scenario, base_dir: Path | None = None, arch=None) -> dict:
-    """`infraplan simulate serve`: the scenario's deployment under its traffic."""
+def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
+                      progress=None) -> dict:
+    """`infraplan simulate serve`: the scenario's deployment under its traffic. A price
+    that cannot be found leaves the cost out, with `price_note` saying why: the latency
+    and throughput do not depend on it."""
     dep = scenario.deployment_spec(arch)
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
-    result = simulate(dep, requests, base_dir=base_dir, arch=arch)
+    result = simulate(dep, requests, base_dir=base_dir, arch=arch, progress=progress)
     price, note = _price(scenario, result.replica.gpu.name)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     require_completions(summary)
