@@ -19,6 +19,11 @@ from infraplan.training.space import Knobs
 from infraplan.workloads import TrainScenario
 
 SECONDS_PER_DAY = 86400.0
+# Exposed communication past this share of a step marks a plan bound by its network: tuned
+# Megatron-LM runs on DGX-class clusters expose about a tenth (Narayanan et al. SC'21,
+# Sec. 5; this planner's dev rows: 2-15 % of the step), so a third is several times that.
+COMMUNICATION_BOUND_SHARE = 1 / 3
+COMMUNICATION_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
 
 
 def _pinned(value, default):
@@ -107,12 +112,45 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
+    result.notes += node_notes(node_types(scenario), result.by_accelerator)
     layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
     result.notes += [f"best plan: {layout}"] if layout else []
     if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
     return result
+
+
+def node_notes(system, best_of_each: list[PlanResult]) -> list[str]:
+    """Which node type and scale-out network each accelerator was planned on (its default
+    node unless the scenario names one), and a warning for an accelerator whose best plan
+    spans nodes and spends over COMMUNICATION_BOUND_SHARE of its step communicating."""
+    described, bound = [], []
+    for best in best_of_each:
+        node = system.get(best.accelerator) if isinstance(system, dict) else system
+        c = hardware.cluster(best.accelerator, node)
+        s = c.system
+        link_gb_s = s.intra_node_bandwidth_bytes_per_s_per_direction / 1e9
+        inside = ("" if s.accelerators_per_node == 1 else
+                  f", {s.intra_node_fabric} {link_gb_s:,.0f} GB/s")
+        described.append(f"{best.accelerator} on {s.name} ({s.accelerators_per_node} per node"
+                         f"{inside}; {s.nics_per_node} x {c.network.name} "
+                         f"{c.network.bandwidth_bytes_per_s_per_direction * 8 / 1e9:,.0f} "
+                         "Gb/s between nodes)")
+        exposed = sum(best.breakdown_s.get(k, 0.0) for k in COMMUNICATION_PARTS)
+        if best.plan.num_gpus > s.accelerators_per_node \
+                and exposed > COMMUNICATION_BOUND_SHARE * best.step_s:
+            bound.append(f"{best.accelerator}'s best plan ({best.plan.num_gpus:,} GPUs, "
+                         f"{s.accelerators_per_node} per node over {s.nics_per_node} x "
+                         f"{c.network.name}) spends {exposed / best.step_s:.0%} of its step "
+                         "communicating")
+    notes = [f"node types: {'; '.join(described)}; set hardware.system or hardware.network "
+             "to plan others"] if described else []
+    if bound:
+        notes.append("network-bound: " + "; ".join(bound) + ": a faster scale-out network "
+                     "(hardware.network, for example ib-ndr-400) or a node type with more "
+                     "accelerators (hardware.system) would shorten it")
+    return notes
 
 
 def _with_precision(accelerators: list[Accelerator], precision: str | None
