@@ -251,3 +251,29 @@ def test_the_node_type_and_network_each_accelerator_was_planned_on_are_named():
     assert not [n for n in fast if n.startswith("network-bound: ")]
     assert any("gh200-96gb on lambda-gpu-1x-gh200+ib-ndr-400-x1 (1 per node; 1 x ib-ndr-400"
                in n for n in fast)
+
+
+def test_mfu_at_long_context_says_what_causal_kernels_execute():
+    """At 1M tokens MFU counted attention over the whole sequence and read 83 % on A100s
+    with nothing said; causal kernels execute about half of that count."""
+    from infraplan.models.flops import training_flops_per_sequence
+
+    arch = load_model("llama-3.1-8b")
+    s = 1_048_576
+    causal = training_flops_per_sequence(arch, s).model
+    full = training_flops_per_sequence(arch, s, causal=False).model
+    share = causal / full
+    assert 0.5 < share < 0.52  # attention is most of the work: s(s+1)/2 of s^2 keys
+    result = plan_training(TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "top": 1,
+        "hardware": {"gpus": ["a100-sxm4-80gb"], "counts": [64]},
+        "training": {"tokens": 1e10, "global_batch": 8, "seq_len": s}}))
+    mfu = result.best[0].mfu
+    assert mfu > 0.7  # the convention's count
+    note = [n for n in result.notes if "causal kernels run" in n]
+    assert note == [f"MFU and HFU count attention over the whole sequence (PaLM App. B, "
+                    f"Narayanan et al. 2021), as published MFUs do; causal kernels run "
+                    f"{share:.0%} of that work at seq_len 1,048,576, so the best plan's "
+                    f"{mfu:.1%} MFU is {mfu * share:.1%} of peak executed"]
+    short = plan_training(_scenario(model="llama-3.1-8b", seq_len=8192))
+    assert not [n for n in short.notes if "causal kernels run" in n]

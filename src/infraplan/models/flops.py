@@ -169,3 +169,11 @@ def training_flops_per_sequence(arch: ModelArch, seq_len: int, *, recompute: str
     lm_head = 2.0 * arch.hidden_size * arch.vocab_size * seq_len
     extra = {"none": 0.0, "selective": attention_core, "full": forward - lm_head}[recompute]
     return TrainingFlops(model=3 * forward, hardware=3 * forward + extra, forward=forward)
+
+
+def executed_share_of_model_flops(arch: ModelArch, seq_len: int) -> float:
+    """Causal training FLOPs over the MFU convention's (attention over the whole sequence):
+    the share of the counted work that causal kernels (FlashAttention skips the masked
+    blocks) execute. Near 1 at short sequences; about 0.5 where attention dominates."""
+    return (training_flops_per_sequence(arch, seq_len).model
+            / training_flops_per_sequence(arch, seq_len, causal=False).model)

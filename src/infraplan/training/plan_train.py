@@ -9,6 +9,7 @@ from infraplan.economics.spec import LinearCost, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
+from infraplan.models.flops import executed_share_of_model_flops
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
@@ -24,6 +25,9 @@ SECONDS_PER_DAY = 86400.0
 # Sec. 5; this planner's dev rows: 2-15 % of the step), so a third is several times that.
 COMMUNICATION_BOUND_SHARE = 1 / 3
 COMMUNICATION_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
+# Counted work a quarter above the executed one makes MFU misleading enough to say so
+# (Llama 3.1 8B from 32k tokens, 70B from 64k; at 1M tokens the count is twice the work)
+EXECUTED_SHARE_NOTED_BELOW = 0.8
 
 
 def _pinned(value, default):
@@ -113,12 +117,25 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
             plans[:] = [with_economics(p, scenario) for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(node_types(scenario), result.by_accelerator)
+    result.notes += causal_notes(arch, t.seq_len, result.best[:1])
     layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
     result.notes += [f"best plan: {layout}"] if layout else []
     if job.tokens and cost is None:
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
     return result
+
+
+def causal_notes(arch: ModelArch, seq_len: int, best: list[PlanResult]) -> list[str]:
+    """At long sequences MFU's attention count (the whole sequence, as published MFUs
+    take it) is well above what causal kernels run: say what the best plan executes."""
+    share = executed_share_of_model_flops(arch, seq_len)
+    if not best or share >= EXECUTED_SHARE_NOTED_BELOW:
+        return []
+    return [f"MFU and HFU count attention over the whole sequence (PaLM App. B, Narayanan "
+            f"et al. 2021), as published MFUs do; causal kernels run {share:.0%} of that "
+            f"work at seq_len {seq_len:,}, so the best plan's {best[0].mfu:.1%} MFU is "
+            f"{best[0].mfu * share:.1%} of peak executed"]
 
 
 def node_notes(system, best_of_each: list[PlanResult]) -> list[str]:
