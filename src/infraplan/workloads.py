@@ -219,6 +219,20 @@ def _hardware_has(raw: dict, key: str) -> bool:
     return isinstance(raw.get("hardware"), dict) and key in raw["hardware"]
 
 
+# hardware fields of one kind only: a memory scenario's one GPU and its count, a plan's
+# list of GPUs and the counts to search
+MEMORY_HARDWARE = ("gpu", "num_gpus")
+PLAN_HARDWARE = ("gpus", "counts", "min_count", "max_count", "count_step")
+
+
+def _hardware_is(raw: dict, kind: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """The hardware has fields of `kind` only: with fields of both (a misspelt `gpu:
+    [h100]` beside `counts:`), it is a typo for validation to name, not another kind."""
+    return any(_hardware_has(raw, k) for k in kind) and \
+        not any(_hardware_has(raw, k) for k in other) and \
+        not (kind is MEMORY_HARDWARE and isinstance(raw["hardware"].get("gpu"), list))
+
+
 # A scenario of one kind handed to another command: (expected model, what marks the other
 # kind, what the file is, the commands that take it).
 KIND_MIXUPS = (
@@ -229,10 +243,10 @@ KIND_MIXUPS = (
      "infraplan plan train / simulate train / memory"),
     ("MemoryScenario", lambda raw: "traffic" in raw, "a serving scenario (it has traffic:)",
      "infraplan plan serve / simulate serve"),
-    ("MemoryScenario", lambda raw: _hardware_has(raw, "gpus"),
+    ("MemoryScenario", lambda raw: _hardware_is(raw, PLAN_HARDWARE, MEMORY_HARDWARE),
      "a plan scenario (its hardware lists gpus: to compare)",
      "infraplan plan train / simulate train"),
-    ("TrainScenario", lambda raw: _hardware_has(raw, "gpu"),
+    ("TrainScenario", lambda raw: _hardware_is(raw, MEMORY_HARDWARE, PLAN_HARDWARE),
      "a memory scenario (its hardware names one gpu:)", "infraplan memory"),
 )
 

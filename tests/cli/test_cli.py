@@ -321,6 +321,14 @@ SERVE = ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}
      "search.max_num_seqs.1 must be > 0 (got -1)"),
     ("simulate train", TRAIN.replace(", -8]", "]") + "run: {strategies: []}\n",
      "run.strategies must not be empty"),
+    # a misspelt gpus: beside the plan's counts is a typo, not a memory scenario (it said
+    # "run it with infraplan memory", which then failed on the list)
+    ("plan train", TRAIN.replace("gpus: [h100], counts: [8, -8]", "gpu: [h100], counts: [8]"),
+     "hardware.gpu is not a known key; did you mean 'gpus'?"),
+    ("plan train", TRAIN.replace("gpus: [h100], counts: [8, -8]", "gpu: [h100]"),
+     "hardware.gpu is not a known key; did you mean 'gpus'?"),
+    ("memory", TRAIN.replace("gpus: [h100], counts: [8, -8]", "gpus: h100, num_gpus: 8"),
+     "hardware.gpus is not a known key; did you mean 'gpu'?"),
 ])
 def test_scenario_lists_are_checked_entry_by_entry(tmp_path, capsys, command, content,
                                                    fragment):
