@@ -9,6 +9,7 @@ The library is the product; the CLI and the web page are views of these calls:
     best = ip.plan_training(scenario).best[0]        # time to train, GPU-hours, MFU, memory
     ip.simulate_training_run(scenario, best)          # failures, checkpoints, spot
     serve = ip.load_scenario("examples/serve-llama8b-chat.yaml", ip.ServeScenario)
+    ip.simulate_scenario(serve)["summary"]           # its deployment: latency, cost
     ip.plan_serving(serve).best                      # fewest replicas that meet the SLOs
     ip.validate_training("validation/training_dev.csv").median_abs_error_pct
 
@@ -39,7 +40,7 @@ _EXPORTS = {
     "Deployment": "infraplan.serving", "TrafficSpec": "infraplan.serving",
     "Slo": "infraplan.serving", "generate": "infraplan.serving",
     "simulate": "infraplan.serving", "summarize": "infraplan.serving",
-    "plan_serving": "infraplan.serving.planner",
+    "simulate_scenario": "infraplan.serving.run", "plan_serving": "infraplan.serving.planner",
     # checking predictions against published runs
     "validate_training": "infraplan.training.validate",
     "validate_serving": "infraplan.serving.validate",

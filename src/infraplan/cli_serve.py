@@ -57,7 +57,7 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
-    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.run import simulate_scenario
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import capacity_summary
     from infraplan.serving.provision import offered_load

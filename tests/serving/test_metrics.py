@@ -7,7 +7,8 @@ import pytest
 
 from infraplan.serving.capacity import saturated_requests_per_s
 from infraplan.serving.deployment import Deployment, resolve
-from infraplan.serving.metrics import summarize
+from infraplan.errors import InputError
+from infraplan.serving.metrics import Slo, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests
 
@@ -99,3 +100,40 @@ def test_simulate_serve_without_a_price_still_simulates(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["cost"]["usd_per_gpu_hour"] == 2.0
     assert not any(n.startswith("no cost") for n in out["notes"])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda res: summarize(res, usd_per_gpu_hour=-2.0),
+     "usd_per_gpu_hour must be a finite number of USD > 0, got -2.0"),
+    (lambda res: summarize(res, usd_per_gpu_hour=float("nan")),
+     "usd_per_gpu_hour must be a finite number of USD > 0, got nan"),
+    (lambda res: Slo(ttft_p99_s=-1), "slo.ttft_p99_s must be a finite number of seconds > 0, "
+                                      "got -1"),
+    (lambda res: Slo(tpot_p99_s=0.0), "slo.tpot_p99_s must be a finite number of seconds > 0"),
+    (lambda res: simulate({"gpu": "h100"}, res.requests),
+     "simulate takes a Deployment, got dict. To fix: build one: Deployment(model=..., "
+     "gpu=...), or a ServeScenario's with scenario.deployment_spec()"),
+    (lambda res: simulate(DEP, [1, 2]), "simulate takes Requests, got list"),
+])
+def test_the_python_calls_check_what_the_yaml_checks(call, message):
+    """From Python, a negative price gave a negative cost per token, a negative SLO an
+    attainment of 0, and a scenario's deployment dict an AttributeError."""
+    res = simulate(DEP, _poisson(5, n=50))
+    with pytest.raises(InputError) as info:
+        call(res)
+    assert str(info.value).startswith(message)
+
+
+def test_a_serving_scenario_simulates_in_one_call_as_the_cli_does(capsys):
+    import json
+    from pathlib import Path
+
+    import infraplan as ip
+    from infraplan.cli import main
+
+    path = Path(__file__).parents[2] / "examples" / "serve-llama8b-chat.yaml"
+    run = ip.simulate_scenario(ip.load_scenario(str(path), ip.ServeScenario))
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    for key in ("ttft_s", "tpot_s", "e2e_s", "throughput", "cost", "completed"):
+        assert run["summary"][key] == cli[key], key

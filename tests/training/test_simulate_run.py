@@ -36,6 +36,11 @@ def test_run_is_the_plans_work_billed_at_its_prices():
     assert sim.prices_usd_per_gpu_hour == {"on_demand": 3.0, "spot": 1.5}
     again = simulate_training_run(scenario, plan)
     assert (again.strategies["spot"].samples.wall_s == spot.samples.wall_s).all()
+    # without a plan: the planner's best, as `simulate train` takes it
+    best = simulate_training_run(scenario)
+    assert best.plan.describe() == plan.describe() and best.work_s == sim.work_s
+    with pytest.raises(InputError, match="plan must be a PlanResult .* got dict"):
+        simulate_training_run(scenario, {"tp": 1})
 
 
 def test_reserved_baseline_needs_its_size_and_price():

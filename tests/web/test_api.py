@@ -86,7 +86,7 @@ def test_plan_train_is_plan_training(client):
 
 
 def test_simulate_serve_is_the_cli_call(client):
-    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.run import simulate_scenario
 
     r = client.post("/api/simulate/serve", json=SIM_BODY)
     assert r.status_code == 200, r.text

@@ -75,7 +75,7 @@ def test_training_form(browser, live_server):
 
 
 def test_serving_form(browser, live_server):
-    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.run import simulate_scenario
     from infraplan.serving.scenario import ServeScenario
 
     page, errors = _page(browser, live_server, DESKTOP)
@@ -127,7 +127,7 @@ def test_serving_form(browser, live_server):
 def test_serving_form_traffic_knobs(browser, live_server):
     """Burstiness, length caps and the seed reach the simulation: the page shows what the
     library gives for the same traffic and seed (a different seed gives other requests)."""
-    from infraplan.report.document_serve import simulate_scenario
+    from infraplan.serving.run import simulate_scenario
     from infraplan.serving.scenario import ServeScenario
 
     page, errors = _page(browser, live_server, PHONE)

@@ -17,10 +17,11 @@ from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import capacity_summary
-from infraplan.serving.metrics import latencies, require_completions, summarize
+from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
+from infraplan.serving.run import price_or_note, simulate_scenario
 from infraplan.serving.provision import stationary_stream as stream_at
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
@@ -36,35 +37,13 @@ CAPACITY_NOTE = ("Capacity: the most requests a second the deployment completes 
                  "where the deployment keeps up.")
 
 
-def _price(scenario, gpu: str) -> tuple[float | None, str | None]:
-    try:
-        return scenario.price_per_gpu_hour(gpu), None
-    except InputError as exc:
-        return None, str(exc)
-
-
-def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
-                      progress=None) -> dict:
-    """`infraplan simulate serve`: the scenario's deployment under its traffic. A price
-    that cannot be found leaves the cost out, with `price_note` saying why: the latency
-    and throughput do not depend on it."""
-    dep = scenario.deployment_spec(arch)
-    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
-    result = simulate(dep, requests, base_dir=base_dir, arch=arch, progress=progress)
-    price, note = _price(scenario, result.replica.gpu.name)
-    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
-    require_completions(summary)
-    return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
-            "label": "the scenario's deployment", "price_note": note}
-
-
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     """The plan's chosen deployment under the traffic at the planning rate."""
     cand = plan.best
     requests = generate(stream_at(scenario.traffic, plan.rate_per_s, base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir)
     result = simulate(cand.deployment, requests, resolved=cand.resolved)
-    price, note = _price(scenario, result.replica.gpu.name)
+    price, note = price_or_note(scenario, result.replica.gpu.name)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     return {"deployment": cand.deployment, "result": result, "summary": summary,
             "rate_per_s": plan.rate_per_s, "label": "the planned deployment at the planning "

@@ -15,6 +15,7 @@ Definitions (as vLLM's benchmark_serving and NVIDIA GenAI-Perf use them):
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -33,11 +34,23 @@ class Slo:
     tpot_p99_s: float | None = None
     e2e_p99_s: float | None = None
 
+    def __post_init__(self):
+        for name, value in self.given().items():
+            _check_positive(f"slo.{name}", value, "seconds")
+
     def given(self) -> dict[str, float]:
         """The limits set, by name; an empty dict: no SLO, every completion counts."""
         return {k: v for k, v in (("ttft_p99_s", self.ttft_p99_s),
                                   ("tpot_p99_s", self.tpot_p99_s),
                                   ("e2e_p99_s", self.e2e_p99_s)) if v is not None}
+
+
+def _check_positive(name: str, value, unit: str) -> None:
+    """An InputError unless `value` is a finite number > 0 (the YAML and web forms check
+    the same; a call from Python skips them)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+            or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{name} must be a finite number of {unit} > 0, got {value!r}")
 
 
 def _stats(values: np.ndarray) -> dict[str, float]:
@@ -101,6 +114,8 @@ def steady_rates(res: SimResult) -> dict[str, float] | None:
 
 def summarize(res: SimResult, *, slo: Slo | None = None,
               usd_per_gpu_hour: float | None = None) -> dict:
+    if usd_per_gpu_hour is not None:
+        _check_positive("usd_per_gpu_hour", usd_per_gpu_hour, "USD")
     lat = latencies(res)
     done = res.completed
     req = res.requests

@@ -50,6 +50,14 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
     """Run the deployment over the requests; `progress(done, total)` hears of arrivals
     in chunks (nothing is added to the per-request loop)."""
     start = time.perf_counter()
+    if not isinstance(dep, Deployment):
+        raise InputError(f"simulate takes a Deployment, got {type(dep).__name__}",
+                         fix="build one: Deployment(model=..., gpu=...), or a "
+                             "ServeScenario's with scenario.deployment_spec() (or run "
+                             "simulate_scenario(scenario))")
+    if not isinstance(requests, Requests):
+        raise InputError(f"simulate takes Requests, got {type(requests).__name__}",
+                         fix="generate(TrafficSpec, seed=...) makes them")
     if len(requests) == 0:
         raise InputError("no requests to simulate", fix="set num_requests or duration_s > 0")
     r = resolved or resolve(dep, base_dir=base_dir, arch=arch, mean_lengths=(

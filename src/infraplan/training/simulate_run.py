@@ -129,10 +129,18 @@ class RunSimulation:
                 "price_sources": self.price_sources, "strategies": out}
 
 
-def simulate_training_run(scenario, plan: PlanResult, progress=None, arch=None
+def simulate_training_run(scenario, plan: PlanResult | None = None, progress=None, arch=None
                           ) -> RunSimulation:
-    """Monte-Carlo runs of `plan` (the planner's best for `scenario`, a TrainScenario);
-    `arch` as in run_setup."""
+    """Monte-Carlo runs of `plan` (by default the planner's best for `scenario`, a
+    TrainScenario, as `infraplan simulate train` takes it); `arch` as in run_setup."""
+    if plan is None:
+        from infraplan.training.plan_train import plan_training
+
+        plan = plan_training(scenario, arch=arch).best[0]
+    elif not isinstance(plan, PlanResult):
+        raise InputError(f"plan must be a PlanResult (one of plan_training(...).best), got "
+                         f"{type(plan).__name__}", fix="pass plan_training(scenario).best[0], "
+                                                       "or leave plan out for the best one")
     run = scenario.run
     if scenario.training.tokens is None or plan.tokens_per_s <= 0:
         raise InputError("simulate train needs training.tokens")

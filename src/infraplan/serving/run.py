@@ -1,0 +1,40 @@
+"""One serving scenario's deployment under its traffic, as `infraplan simulate serve`
+runs it: the requests its seed generates, its SLOs and its price.
+
+    import infraplan as ip
+    serve = ip.load_scenario("examples/serve-llama8b-chat.yaml", ip.ServeScenario)
+    run = ip.simulate_scenario(serve)
+    run["summary"]["ttft_s"]["p99"], run["summary"].get("cost")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infraplan.errors import InputError
+from infraplan.serving.metrics import require_completions, summarize
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import generate
+
+
+def price_or_note(scenario, gpu: str) -> tuple[float | None, str | None]:
+    """(the scenario's price of `gpu`, None), or (None, why there is none, with the fix)."""
+    try:
+        return scenario.price_per_gpu_hour(gpu), None
+    except InputError as exc:
+        return None, str(exc)
+
+
+def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
+                      progress=None) -> dict:
+    """`infraplan simulate serve`: the scenario's deployment under its traffic. A price
+    that cannot be found leaves the cost out, with `price_note` saying why: the latency
+    and throughput do not depend on it."""
+    dep = scenario.deployment_spec(arch)
+    requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
+    result = simulate(dep, requests, base_dir=base_dir, arch=arch, progress=progress)
+    price, note = price_or_note(scenario, result.replica.gpu.name)
+    summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    require_completions(summary)
+    return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
+            "label": "the scenario's deployment", "price_note": note}
