@@ -187,6 +187,9 @@ BAD_INPUT = [
      f"does not exist; did you mean '{ROOT / 'examples' / 'serve-llama8b-chat.yaml'}'"),
     (["memory", "--model", "llama-3.1-8b", "--gpu", "v100", "--precision", "bf16"],
      "does not support bf16"),
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "a100", "--precision", "fp8"],
+     "a100-sxm4-80gb does not support fp8 training: it has no fp8 tensor cores. To fix: use "
+     "--precision bf16"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8", "--ep", "2"],
      "has no experts"),
     (["catalog", "gpu"], "invalid choice"),

@@ -132,7 +132,12 @@ def test_an_uploaded_config_is_the_catalog_models(client):
     ({"lora_rank": 8}, "request: lora_rank applies only with finetune lora or qlora (it "
                        "would be ignored)"),
     ({"gpu": "v100-32gb", "precision": "bf16"},
-     "v100-sxm2-32gb does not support bf16. To fix: use precision fp16"),
+     "v100-sxm2-32gb does not support bf16 training: it has no bf16 tensor cores. To fix: "
+     "use precision fp16"),
+    # fp8 was a note ("emulated or unavailable") while plan train refused it
+    ({"gpu": "a100", "precision": "fp8"},
+     "a100-sxm4-80gb does not support fp8 training: it has no fp8 tensor cores. To fix: "
+     "use precision bf16"),
     ({"colour": "red"}, "colour: Extra inputs are not permitted"),
 ], ids=lambda v: next(iter(v)) if isinstance(v, dict) else None)
 def test_bad_input_is_422_naming_the_field(client, change, detail):

@@ -101,13 +101,13 @@ def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
         raise InputError(f"lora_rank must be >= 1, got {options.lora_rank}")
     needed = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}[options.precision]
     if needed not in gpu.peak_flops:
-        if options.precision == "fp8":
-            notes.append(f"{gpu.name} has no fp8 tensor cores: fp8 training is emulated or "
-                         "unavailable there")
-        else:
-            alt = "fp16" if "fp16" in gpu.peak_flops else "fp32"
-            raise InputError(f"{gpu.name} does not support {options.precision}",
-                             fix=f"use --precision {alt}")
+        # as plan train refuses it (evaluate.check_precision_peak): fp8 training needs fp8
+        # tensor cores (Transformer Engine), which A100, V100 and T4 lack
+        alt = next(p for p in ("bf16", "fp16", "fp32") if p in gpu.peak_flops)
+        units = "matrix units" if gpu.vendor == "google" else "tensor cores"
+        raise InputError(f"{gpu.name} does not support {options.precision} training: it has "
+                         f"no {options.precision} {units}",
+                         fix=f"use --precision {alt}")
     return notes
 
 
