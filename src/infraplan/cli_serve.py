@@ -57,31 +57,26 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
-    from infraplan.serving.run import simulate_scenario
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import capacity_summary
     from infraplan.serving.provision import offered_load
+    from infraplan.serving.run import simulate_scenario, simulation_json
 
     scenario, base = _load_serve(args)
     with progress(args, "simulating requests") as tick:
         sim = simulate_scenario(scenario, base, progress=tick)
-    dep, result, summary = sim["deployment"], sim["result"], sim["summary"]
-    r = result.replica
-    settings = r.settings()
+    dep, r = sim["deployment"], sim["result"].replica
+    capacity = capacity_summary(r, sim["result"].requests, dep.replicas,
+                                *offered_load(scenario, base))
+    data = simulation_json(scenario, sim, capacity)
     describe = (f"{r.arch.name} on {dep.replicas} x {dep.tp} x {r.gpu.name}, {dep.engine}, "
-                f"weights {dep.weight_dtype}, KV {settings['kv_dtype']}, max_num_seqs "
-                f"{r.max_num_seqs}, max_num_batched_tokens {r.max_num_batched_tokens}; seed "
-                f"{scenario.seed}")
-    notes = scenario.simulation_notes(result.requests, r.arch)
-    if sim["price_note"]:
-        notes.append(f"no cost: {sim['price_note']}")
-    summary["capacity"] = capacity_summary(r, result.requests, dep.replicas,
-                                           *offered_load(scenario, base))
-    data = {**summary, "seed": scenario.seed, "deployment": settings, "notes": notes,
-            "timeline": {k: v.tolist() for k, v in result.timeline.items()}}
+                f"weights {dep.weight_dtype}, KV {data['deployment']['kv_dtype']}, "
+                f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
+                f"{r.max_num_batched_tokens}; seed {scenario.seed}")
+    summary = data
     return emit(args, "simulate_serve", data,
                 lambda: simulation_report(scenario.name or scenario.model, describe, summary,
-                                          notes),
+                                          data["notes"]),
                 lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
                 f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
                 f"{summary['tpot_s']['p99']:.3g} s, " + (

@@ -99,6 +99,11 @@ def test_simulate_serve_is_the_cli_call(client):
         assert got[key] == pytest.approx(want[key]), key
     assert got["completed"] == want["completed"] == 400
     assert len(r.json()["document"]["load_sweep"]) == 5
+    # every key --json prints but the per-event timeline (the web lacked capacity, notes
+    # and seed)
+    assert set(got) == set(want) | {"capacity", "seed", "deployment", "notes", "simulated"}
+    assert got["capacity"]["requests_per_s"] > got["throughput"]["requests_per_s"] > 0
+    assert got["seed"] == SIM_BODY.get("seed", 0) and isinstance(got["notes"], list)
 
 
 def test_plan_serve_is_plan_serving(client):

@@ -21,7 +21,7 @@ from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
-from infraplan.serving.run import price_or_note, simulate_scenario
+from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
 from infraplan.serving.provision import stationary_stream as stream_at
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
@@ -315,11 +315,12 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                            "to this plan")
     s["Yield plan"] = section("DEPLOY", "Yield plan", items=yield_items,
                               paragraphs=yield_paragraphs)
-    summary = sim["summary"] if sim else None
     return fig.json_safe({
         "kind": "serving", "title": scenario.name or f"{scenario.model} serving",
         "description": scenario.description, "model": scenario.model,
+        # what simulate serve --json prints, but its per-event timeline (a report embeds
+        # this document)
         "simulation": None if sim is None else dict(
-            summary, deployment=sim["result"].replica.settings(), simulated=sim["label"]),
+            simulation_json(scenario, sim, capacity, timeline=False), simulated=sim["label"]),
         "plan": None if plan is None else dict(model=scenario.model, **plan.to_json()),
         "load_sweep": points, "sections": ordered(s), "figures": figures})

@@ -38,3 +38,18 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
     require_completions(summary)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
             "label": "the scenario's deployment", "price_note": note}
+
+
+def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = True) -> dict:
+    """What `simulate serve --json` prints of `sim` (simulate_scenario's): the summary,
+    the capacity, the seed, the resolved settings, the notes (a missing price's among
+    them) and, with `timeline`, the queue and KV use at every scheduling event."""
+    result = sim["result"]
+    notes = scenario.simulation_notes(result.requests, result.replica.arch)
+    if sim["price_note"]:
+        notes.append(f"no cost: {sim['price_note']}")
+    data = {**sim["summary"], "capacity": capacity, "seed": scenario.seed,
+            "deployment": result.replica.settings(), "notes": notes}
+    if timeline:
+        data["timeline"] = {k: v.tolist() for k, v in result.timeline.items()}
+    return data

@@ -224,7 +224,8 @@ def _each_text(value, change: Callable[[str], str]):
 
 
 class PlanResponse(BaseModel):
-    """The library's JSON (as `--json` prints it), the report document and its HTML."""
+    """The library's JSON (as `--json` prints it; a serving simulation's per-event
+    timeline left out), the report document and its HTML."""
 
     result: dict[str, Any]
     document: dict[str, Any]
