@@ -155,6 +155,14 @@ def test_inspect_uploaded_config_is_the_model_command(client):
     ("/api/simulate/serve", dict(SIM_BODY, replicas=0), 422, "replicas"),
     ("/api/simulate/serve", dict(SIM_BODY, gpu="h1000"), 422, "did you mean"),
     ("/api/simulate/serve", dict(SIM_BODY, surprise=1), 422, "surprise"),
+    # the library's hardware.counts is no field of the form (it named it)
+    ("/api/plan/train", dict(TRAIN_BODY, min_count=8, max_count=64, count_step=3), 422,
+     "or allow 8 or 64 GPUs (min_count, max_count or count_step)"),
+    # a training plan takes its config.json in the same request (it sent users to
+    # /api/models/inspect)
+    ("/api/plan/train", dict(TRAIN_BODY, model="../x"), 422,
+     "the web UI reads no files (send a config.json's contents as config, in place of "
+     "model)"),
     ("/api/models/inspect", {"config": {"model_type": "llama", "pad": "x" * 100_000}}, 413,
      "config"),
     ("/api/models/inspect", {"config": {"model_type": "llama"}}, 422, "hidden_size"),

@@ -48,8 +48,9 @@ def catalog_name(kind: str, name: str) -> str:
              "engine": "engines"}[kind]
     if not NAME.fullmatch(name) or ".." in name:
         raise InputError(f"{kind} {name!r} is not a catalog name (letters, digits, '.', '-', "
-                         "'_')", fix="pick one from /api/catalog; the web UI reads no files "
-                                     "(upload a config.json to /api/models/inspect)")
+                         "'_')", fix="pick one from /api/catalog; the web UI reads no files"
+                         + (" (send a config.json's contents as config, in place of model)"
+                            if kind == "model" else ""))
     return getattr(load_catalog(), table).get(name).name
 
 
@@ -164,7 +165,10 @@ class InspectRequest(In):
 _CATALOG_TERMS = ((r"run 'infraplan catalog (\w+)' to list \w+", r"pick one from /api/catalog/\1"),
                   (r"'infraplan catalog (\w+)'", r"/api/catalog/\1"))
 _TRAIN_TERMS = ((r"or set counts\b", "or lower count_step"),
-                (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"))
+                (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"),
+                # the form has no list of counts: min_count..max_count in steps of count_step
+                (r"\(hardware\.counts(, or count_step)?\)", "(min_count, max_count or "
+                                                          "count_step)"))
 _SERVE_TERMS = (
     (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
     (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
