@@ -36,6 +36,13 @@ def test_run_is_the_plans_work_billed_at_its_prices():
     assert sim.prices_usd_per_gpu_hour == {"on_demand": 3.0, "spot": 1.5}
     again = simulate_training_run(scenario, plan)
     assert (again.strategies["spot"].samples.wall_s == spot.samples.wall_s).all()
+    # plan train's time to train is the same work over its fixed run goodput, and says so
+    # (9.2 d beside runs of 8.3 d had no word on why)
+    assert plan.time_to_train_s == pytest.approx(sim.work_s / 0.9)
+    assert sim.plan_train_note.startswith(
+        f"plan train's time to train, {plan.time_to_train_s / 86400:,.1f} d, is this work "
+        "over a 90% run goodput")
+    assert sim.to_json()["notes"] == [sim.plan_train_note]
     # without a plan: the planner's best, as `simulate train` takes it
     best = simulate_training_run(scenario)
     assert best.plan.describe() == plan.describe() and best.work_s == sim.work_s

@@ -70,6 +70,8 @@ def run_report(name: str, sim) -> str:
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
         lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
+    if sim.plan_train_note:
+        lines.append(f"note: {sim.plan_train_note}")
     first = next(iter(sim.strategies.values()))
     lines.append(f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
                  "only (plan train itemises storage and egress)")

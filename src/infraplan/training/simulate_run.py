@@ -103,6 +103,19 @@ class RunSimulation:
     def mtbf_s(self) -> float:
         return self.setup.mtbf_s
 
+    @property
+    def plan_train_note(self) -> str | None:
+        """How plan train's time to train relates to these runs: it divides the same
+        work by a fixed run goodput measured at 16,384 GPUs, which also covers stops this
+        simulation does not draw (evaluation, slow nodes, manual restarts)."""
+        if self.plan.time_to_train_s is None:
+            return None
+        goodput = hardware.calibration("run-goodput")
+        return (f"plan train's time to train, {self.plan.time_to_train_s / 86400:,.1f} d, is "
+                f"this work over a {goodput:.0%} run goodput (Llama 3 405B's run on 16,384 "
+                "GPUs: restarts, checkpoints, evaluation and other stops); the runs here "
+                "draw only this job's failures, preemptions and checkpoints")
+
     def to_json(self) -> dict:
         def stat(s):
             return {"p50": s.p50, "p90": s.p90, "mean": s.mean}
@@ -126,7 +139,8 @@ class RunSimulation:
                                "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
                                "write_s": cp.write_s, "daly_interval_s": cp.interval_s},
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
-                "price_sources": self.price_sources, "strategies": out}
+                "price_sources": self.price_sources, "strategies": out,
+                "notes": [n for n in (self.plan_train_note,) if n]}
 
 
 def simulate_training_run(scenario, plan: PlanResult | None = None, progress=None, arch=None
