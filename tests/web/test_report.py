@@ -481,3 +481,22 @@ def test_report_seed_is_the_simulation_seed(tmp_path):
     assert docs[7]["simulation"]["ttft_s"]["p99"] != docs[None]["simulation"]["ttft_s"]["p99"]
     with pytest.raises(InputError, match="--seed: a training report draws nothing"):
         build_document(TRAIN, seed=7)
+
+
+def test_a_diurnal_reports_run_says_which_hours_it_covers():
+    """The report simulated the scenario's deployment over the first 0.27 h of the curve
+    (the night trough: $9.81 per million tokens) beside a plan for the peak, and only
+    `simulate serve` said so."""
+    from infraplan.report.document_serve import serving_document
+    from infraplan.serving.scenario import ServeScenario
+    from infraplan.workloads import load_scenario
+
+    path = EXAMPLES / "serve-llama70b-diurnal.yaml"
+    scenario = load_scenario(str(path), ServeScenario)
+    doc = serving_document(scenario, base_dir=path.parent, sweep=False)
+    assert doc["plan"] is not None and doc["simulation"]["simulated"] == \
+        "the scenario's deployment"
+    scale = next(s for s in doc["sections"] if s["heading"] == "Scale")
+    window = [p for p in scale["paragraphs"] if "of the diurnal curve, not its peak" in p]
+    assert len(window) == 1 and window[0].startswith("the 2,000 requests arrive over hours 0 ")
+    assert window == [n for n in doc["simulation"]["notes"] if "diurnal curve" in n]

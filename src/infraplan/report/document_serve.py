@@ -196,10 +196,12 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
             item("requests simulated", summary["requests"], f"{summary['requests']:,}")],
             # a plan's notes (Yield) name the model's uncounted towers and the checkpoint's
-            # format; a lone simulation names them here
+            # format; a lone simulation names them here. Which hours of a diurnal curve the
+            # scenario's own run covers is said whenever that run is the one shown.
             paragraphs=[f"Simulated: {sim['label']}.",
-                        *(() if plan is not None else
-                          scenario.simulation_notes(result.requests, result.replica.arch))])
+                        *(scenario.simulation_notes(result.requests, result.replica.arch)
+                          if plan is None else scenario.window_notes(result.requests)
+                          if sim["rate_per_s"] is None else ())])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
             item("output tokens per second", t["output_tokens_per_s"],
