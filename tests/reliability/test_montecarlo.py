@@ -76,6 +76,26 @@ def test_young_daly_regime_matches_closed_forms():
     assert scan.mean_goodput.max() > scan.mean_goodput[-1]
 
 
+def test_the_scan_starts_no_checkpoint_before_the_last_is_durable():
+    """Daly's interval is held to the upload w; the scan around it went down to Daly / 4,
+    below w (a 920 GiB checkpoint durable after 79 s, scanned from 20 s, chosen at 56 s)."""
+    m, c, w = 10 * HOUR, 1.0, 150.0
+    run = job(m, work_s=50 * m, checkpoint_s=c, checkpoint_write_s=w)
+    daly = daly_interval_s(c, m)
+    assert daly / 4 < w < daly  # the old grid's low end lies below the upload
+    scan = simulate_run(run, optimise_interval=True, trials=50, seed=3).scan
+    assert scan.intervals_s.min() == pytest.approx(w)
+    assert scan.intervals_s.max() == pytest.approx(4 * daly)
+    assert scan.intervals_s.shape == (25,)
+    # an upload longer than Daly's interval holds Daly's to it, and the scan starts there
+    slow = 10 * daly
+    held = simulate_run(job(m, work_s=50 * m, checkpoint_s=c, checkpoint_write_s=slow),
+                        optimise_interval=True, trials=20, seed=3)
+    assert held.scan.daly_interval_s == pytest.approx(slow)
+    assert held.scan.intervals_s.min() == pytest.approx(slow)
+    assert held.interval_s >= held.scan.intervals_s.min()
+
+
 @pytest.mark.parametrize("work_s,tau_s,checkpoints", [(10_000, 1_000, 9), (10_500, 1_000, 10),
                                                         (999, 1_000, 0)])
 @pytest.mark.parametrize("strategy", ["on_demand", "spot"])

@@ -207,6 +207,15 @@ def _daly(run: TrainingRun, mode: _Mode) -> float:
     return min(max(tau, run.checkpoint_write_s), run.work_s)
 
 
+def _default_grid(run: TrainingRun, daly: float) -> np.ndarray:
+    """Daly x 1/4 ... 4, 25 points, geometric, none shorter than the upload w: a shorter
+    interval would start a checkpoint before the last one is durable (the model would
+    take overlapping uploads for free), as Daly's own interval is held to w."""
+    lo = max(0.25 * daly, run.checkpoint_write_s)
+    hi = max(4.0 * daly, lo)
+    return np.geomspace(lo, hi, 25) if hi > lo else np.array([lo])
+
+
 def _events_per_trial(run: TrainingRun, mode: _Mode, tau: float) -> float:
     """Expected interruptions of one trial at interval tau. A cycle of tau + C of up-time
     survives the work-losing rate h with probability exp(-h (tau + C)), so it takes
@@ -338,8 +347,9 @@ def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
 
     The checkpoint interval is `interval_s` if given, else Daly's (checkpoint.py) for the
     rate of work-losing interruptions; with `optimise_interval` it is the grid point (default
-    Daly x 1/4 ... 4, 25 points, geometric) with the least mean wall time, and `scan` holds
-    the curve (a given `interval_s` is refused with it, since it would not be used).
+    _default_grid: Daly x 1/4 ... 4, none below the upload) with the least mean wall time,
+    and `scan` holds the curve (a given `interval_s` is refused with it, since it would not
+    be used).
     Deterministic for a given seed. Refused before any draw: more than MAX_TRIALS trials, or
     more work than MAX_TRIAL_EVENTS (see _check_work)."""
     mode = _mode(run, strategy, spot, reserved_gpus, reserved_usd_per_gpu_hour)
@@ -359,7 +369,7 @@ def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
         _check_work(run, mode, [tau], trials)
         return _summarise(run, strategy, _simulate(run, mode, tau, trials, seed),
                           trials=trials, seed=seed, interval_s=tau, source=source)
-    grid = daly * np.geomspace(0.25, 4.0, 25) if interval_grid_s is None \
+    grid = _default_grid(run, daly) if interval_grid_s is None \
         else np.asarray(interval_grid_s, float)
     if grid.size == 0 or not np.all((grid > 0) & np.isfinite(grid)):
         raise InputError("interval_grid_s must be a non-empty list of intervals > 0")
