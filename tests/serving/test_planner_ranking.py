@@ -130,3 +130,27 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
             cand.capacity_requests_per_s)[0]
         shrunk += replicas < per_replica_count
     assert shrunk == 2  # the router's pooling saves a replica on both: 3 -> 2, 9 -> 8
+
+
+def test_alternatives_not_simulated_whole_are_marked(capsys):
+    """Only the cheapest are confirmed behind their router; the others' replica counts come
+    from the per-replica search and can be high (3 x 4 x h100 listed at $32.28 where the
+    scenario's 2 x 4 x h100 meets the SLOs): the table marks them and says why."""
+    import json
+    from pathlib import Path
+
+    from infraplan.cli import main
+    from infraplan.serving.planner import UNCONFIRMED_NOTE
+
+    path = Path(__file__).parents[2] / "examples" / "serve-llama70b-diurnal.yaml"
+    assert main(["plan", "serve", str(path), "--json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)["alternatives"]
+    flags = [c["confirmed"] for c in ranked]
+    assert len(ranked) > CONFIRMED and flags == [True] * CONFIRMED + [False] * (
+        len(ranked) - CONFIRMED)
+    assert main(["plan", "serve", str(path)]) == 0
+    text = capsys.readouterr().out
+    for c in ranked:
+        line = next(x for x in text.splitlines() if x.startswith(c["describe"] + " "))
+        assert line.startswith(c["describe"] + (" " if c["confirmed"] else " *")), line
+    assert UNCONFIRMED_NOTE in text

@@ -19,7 +19,7 @@ from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import capacity_summary
 from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.nearby import nearby_list
-from infraplan.serving.planner import plan_serving
+from infraplan.serving.planner import UNCONFIRMED_NOTE, plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
 from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
 from infraplan.serving.provision import stationary_stream as stream_at
@@ -35,6 +35,11 @@ CAPACITY_NOTE = ("Capacity: the most requests a second the deployment completes 
                  "from the first arrival to the last completion, as vLLM's benchmark counts "
                  "them; the drain after the last arrival keeps it below the offered rate even "
                  "where the deployment keeps up.")
+
+
+def _per_million(summary: dict) -> str:
+    cost = summary.get("cost")
+    return "-" if cost is None else f"${cost['usd_per_million_output_tokens']:,.3f}"
 
 
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
@@ -299,15 +304,17 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      "configurations that meet the SLOs, cheapest first",
                      ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
                       "load", "$/M output tokens"],
-                     [[c.describe(), c.deployment.num_gpus, usd(c.usd_per_hour),
+                     [[c.describe() + ("" if c.confirmed else " *"),
+                       c.deployment.num_gpus, usd(c.usd_per_hour),
                        ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
-                       share_text(c.load_share(plan.rate_per_s)),
-                       f"${c.summary.get('cost', {}).get('usd_per_million_output_tokens', 0):,.3f}"]
+                       share_text(c.load_share(plan.rate_per_s)), _per_million(c.summary)]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
                if plan.runnable_nearby else [])
-            + [LOAD_NOTE, f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
+            + [LOAD_NOTE] + ([] if all(c.confirmed for c in plan.ranked) else
+                             [UNCONFIRMED_NOTE])
+            + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:
         yield_items.append(item("headroom before the SLOs break",

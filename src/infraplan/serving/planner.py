@@ -41,6 +41,9 @@ class Candidate:
     # SLOs missed by the stream's requests alone on an idle replica (rejected ones only):
     # no replica count can meet these
     idle_misses: list[str] = field(default_factory=list)
+    # simulated as a whole deployment behind its router (provision.confirm_deployment);
+    # otherwise its replica count is the per-replica search's, which can be high
+    confirmed: bool = False
 
     def describe(self) -> str:
         d = self.deployment
@@ -59,7 +62,7 @@ class Candidate:
                "usd_per_hour": self.usd_per_hour if math.isfinite(self.usd_per_hour)
                else None, "rejected": self.reason, "economics_per_month": self.economics,
                "capacity_requests_per_s_per_replica": self.capacity_requests_per_s,
-               "idle_slo_misses": self.idle_misses,
+               "idle_slo_misses": self.idle_misses, "confirmed": self.confirmed,
                "load_share": None if rate_per_s is None else self.load_share(rate_per_s)}
         if self.summary:
             s = self.summary
@@ -70,6 +73,11 @@ class Candidate:
                        usd_per_million_output_tokens=s.get("cost", {}).get(
                            "usd_per_million_output_tokens"))
         return out
+
+
+UNCONFIRMED_NOTE = ("* replicas sized on one replica at the rate / R (a random split); only "
+                    "the cheapest were simulated whole behind their router, which may meet "
+                    "the SLOs with fewer")
 
 
 @dataclass
@@ -200,8 +208,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         mean = mean_rate_per_s(scenario.traffic)
         best = ranked[0].deployment.replicas
         notes.append(f"the diurnal mean is {mean:.3g} requests/s: about "
-                     f"{max(1, math.ceil(best * mean / rate))} of the {best} replicas suffice "
-                     "off-peak (autoscale)")
+                     f"{max(1, math.ceil(best * mean / rate))} of the cheapest's {best} "
+                     "replicas suffice off-peak (autoscale)")
     plan = ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
                      rejected=rejected, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)

@@ -195,5 +195,6 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
             replicas, summary = replicas - 1, fewer
     cand.deployment = cand.deployment.model_copy(update={"replicas": replicas})
     cand.summary = summary
+    cand.confirmed = True
     cand.usd_per_hour = price * cand.deployment.num_gpus
     return sims
