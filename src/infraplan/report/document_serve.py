@@ -270,8 +270,13 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("total tokens per second", t["total_tokens_per_s"],
                  f"{t['total_tokens_per_s']:,.0f}")], paragraphs=[CAPACITY_NOTE])
     if points:
+        counts = sorted({p["requests"] for p in points})
+        per_point = f"{counts[0]:,}" if len(counts) == 1 else \
+            f"{counts[0]:,} to {counts[-1]:,}"
         s["Load-test"] = section("DEPLOY", "Load-test", tables=[table(
-            "simulated load sweep", ["offered requests/s", "sustained requests/s",
+            f"simulated load sweep ({per_point} requests a point; the run above has "
+            f"{summary['requests']:,}, so its p99s differ a little at the same load)",
+            ["offered requests/s", "sustained requests/s",
                                      "completions/s in the run", "p99 TTFT", "p99 TPOT",
                                      "p99 end to end", "meets SLOs"],
             [[f"{p['rate_per_s']:,.3g}", f"{p['sustained_requests_per_s']:,.3g}",
