@@ -67,8 +67,11 @@ class ValidationReport:
 
 def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                   predict: Callable[[dict, Path], RowResult],
-                  progress: Callable[[int, int], None] | None = None) -> ValidationReport:
-    """Predict every row of a CSV; a row that cannot be predicted is reported, not fatal."""
+                  progress: Callable[[int, int], None] | None = None,
+                  optional: tuple[str, ...] = ("derivation",)) -> ValidationReport:
+    """Predict every row of a CSV; a row that cannot be predicted is reported, not fatal.
+    `optional`: the schema's columns a file may leave out; other columns are kept as
+    notes, unless one is a near miss of a schema column (a typo would drop its values)."""
     path = Path(path)
     check_user_file(path, "validation file")
     schema = f"see validation/README.md for the {kind} CSV schema"
@@ -78,6 +81,9 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
             if not reader.fieldnames:
                 raise InputError(f"{path.name} is empty; expected a header row and data rows",
                                  fix=schema)
+            # 'id, source, ...': spaces after the commas are not part of the names
+            reader.fieldnames = [c.strip() for c in reader.fieldnames]
+            _check_near_misses(path.name, reader.fieldnames, columns + optional, schema)
             twice = sorted({c for c in reader.fieldnames if reader.fieldnames.count(c) > 1})
             if twice:  # DictReader would keep the last cell of each silently
                 raise InputError(f"{path.name}: the header names {', '.join(twice)} twice",
@@ -121,6 +127,20 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
         if progress:
             progress(done, len(rows))
     return ValidationReport(results)
+
+
+def _check_near_misses(name: str, header: list[str], known: tuple[str, ...],
+                       schema: str) -> None:
+    """A column the schema does not know, close to one of its columns the file lacks
+    ('engnie', 'Model'), is a typo: its cells would be ignored without a word."""
+    absent = [c for c in known if c not in header]
+    misses = [(c, close[0]) for c in header if c not in known
+              and (close := close_matches(c, absent, n=1))]
+    if misses:
+        shown = "; ".join(f"{c!r}: did you mean {m!r}?" for c, m in misses[:5])
+        raise InputError(f"{name}: {'a column is' if len(misses) == 1 else 'columns are'} "
+                         f"not in the schema ({shown})",
+                         fix=f"rename {'it' if len(misses) == 1 else 'them'}; {schema}")
 
 
 def _check_id(row: dict, number: int, first_of: dict[str, int]) -> None:

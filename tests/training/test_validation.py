@@ -80,6 +80,40 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     assert "twice.csv: the header names id twice" in capsys.readouterr().err
 
 
+def test_a_misspelt_column_is_named_not_dropped(tmp_path, capsys):
+    """A serving file's 'engnie' header made every row 'vllm (no engine given)' without a
+    word, and 'id, source, ...' (spaces after the commas) read as missing columns."""
+    import csv
+
+    from infraplan.serving.validate import validate_serving
+
+    with DEV.open(newline="") as handle:
+        row = next(csv.DictReader(handle))
+    row.update(model="megatron-gpt-1.7b")
+
+    def write(header: list[str]) -> Path:
+        path = tmp_path / "rows.csv"
+        cells = [*row.values(), "a note"][:len(header)]
+        path.write_text(",".join(header) + "\n" + ",".join(f'"{v}"' for v in cells) + "\n")
+        return path
+
+    names = list(row)
+    spaced = write([names[0]] + [" " + n for n in names[1:]])
+    assert validate_training(spaced).rows[0].error is None
+    typo = write([n.replace("model", "Model").replace("seq_len", "seqlen") for n in names])
+    assert main(["validate", "training", str(typo)]) == 2
+    assert ("rows.csv: columns are not in the schema ('Model': did you mean 'model'?; "
+            "'seqlen': did you mean 'seq_len'?)") in capsys.readouterr().err
+    extra = write(names + ["comment"])  # a column near no schema name is kept as a note
+    assert validate_training(extra).rows[0].error is None
+    serving = ROOT / "validation" / "serving_dev.csv"
+    lines = serving.read_text().splitlines()
+    renamed = tmp_path / "serving.csv"
+    renamed.write_text("\n".join([lines[0].replace("engine", "engnie")] + lines[1:]) + "\n")
+    with pytest.raises(Exception, match=r"'engnie': did you mean 'engine'\?"):
+        validate_serving(renamed)
+
+
 def _row_csv(tmp_path, **cells) -> Path:
     """The development set's first row with catalog model name and `cells` replaced."""
     import csv

@@ -203,4 +203,5 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
 
 
 def validate_serving(path: str | Path, progress=None) -> ValidationReport:
-    return validate_file(path, COLUMNS, "serving", predict_row, progress)
+    return validate_file(path, COLUMNS, "serving", predict_row, progress,
+                         optional=("derivation", "engine"))
