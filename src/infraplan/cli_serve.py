@@ -73,12 +73,11 @@ def run_simulate_serve(args) -> int:
                 f"weights {dep.weight_dtype}, KV {data['deployment']['kv_dtype']}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}; seed {scenario.seed}")
-    summary = data
     return emit(args, "simulate_serve", data,
-                lambda: simulation_report(scenario.name or scenario.model, describe, summary,
+                lambda: simulation_report(scenario.name or scenario.model, describe, data,
                                           data["notes"]),
-                lambda: f"{summary['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
-                f"p99 TTFT {summary['ttft_s']['p99']:.3g} s, p99 TPOT "
-                f"{summary['tpot_s']['p99']:.3g} s, " + (
-                    f"{summary['slo_attainment']:.1%} within SLOs" if summary["slo"] else
+                lambda: f"{data['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
+                f"p99 TTFT {data['ttft_s']['p99']:.3g} s, p99 TPOT "
+                f"{data['tpot_s']['p99']:.3g} s, " + (
+                    f"{data['slo_attainment']:.1%} within SLOs" if data["slo"] else
                     "no SLO set"))

@@ -19,10 +19,10 @@ from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import capacity_summary
 from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.nearby import nearby_list
-from infraplan.serving.planner import UNCONFIRMED_NOTE, plan_serving
+from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
-from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
 from infraplan.serving.provision import stationary_stream as stream_at
+from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 
@@ -309,16 +309,14 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      "configurations that meet the SLOs, cheapest first",
                      ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
                       "load", "$/M output tokens"],
-                     [[c.describe() + ("" if c.confirmed else " *"),
-                       c.deployment.num_gpus, usd(c.usd_per_hour),
+                     [[c.listed(), c.deployment.num_gpus, usd(c.usd_per_hour),
                        ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
                        share_text(c.load_share(plan.rate_per_s)), _per_million(c.summary)]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
                if plan.runnable_nearby else [])
-            + [LOAD_NOTE] + ([] if all(c.confirmed for c in plan.ranked) else
-                             [UNCONFIRMED_NOTE])
+            + [LOAD_NOTE, *plan.unconfirmed_notes]
             + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:

@@ -6,7 +6,6 @@ import math
 
 from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
-from infraplan.serving.planner import UNCONFIRMED_NOTE
 from infraplan.units import format_count
 
 LOAD_NOTE = ("Load: the planning rate as a share of what the replicas complete saturated; "
@@ -66,8 +65,7 @@ def plan_report(name: str, plan, seed: int) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
-        rows.append([c.describe() + ("" if c.confirmed else " *"), c.deployment.num_gpus,
-                     f"${c.usd_per_hour:,.2f}",
+        rows.append([c.listed(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
                      share_text(c.load_share(plan.rate_per_s)),
                      f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
@@ -80,7 +78,7 @@ def plan_report(name: str, plan, seed: int) -> str:
                   table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
                          "load", "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5, 6]),
                   LOAD_NOTE]
-        lines += [UNCONFIRMED_NOTE] if not all(c.confirmed for c in plan.ranked) else []
+        lines += plan.unconfirmed_notes
         if plan.best.economics:
             lines += ["", "a month (30.44 days) of the cheapest, "
                       + economics_lines(plan.best.economics)[0]]

@@ -45,6 +45,10 @@ class Candidate:
     # otherwise its replica count is the per-replica search's, which can be high
     confirmed: bool = False
 
+    def listed(self) -> str:
+        """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
+        return self.describe() + ("" if self.confirmed else " *")
+
     def describe(self) -> str:
         d = self.deployment
         return (f"{d.replicas} x {d.tp} x {d.gpu} {d.weight_dtype}/kv {d.kv_dtype}"
@@ -91,6 +95,11 @@ class ServePlan:
     notes: list[str] = field(default_factory=list)
     # when none could be built: the smallest configurations outside the search that can
     runnable_nearby: list[Deployment] = field(default_factory=list)
+
+    @property
+    def unconfirmed_notes(self) -> list[str]:
+        """UNCONFIRMED_NOTE when a ranked configuration is marked '*' (Candidate.listed)."""
+        return [] if all(c.confirmed for c in self.ranked) else [UNCONFIRMED_NOTE]
 
     @property
     def none_built(self) -> bool:

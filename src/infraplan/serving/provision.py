@@ -145,15 +145,15 @@ def confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
     """The candidates ranked, the first CONFIRMED of them simulated as whole deployments.
     Confirming can add replicas, so a confirmed candidate may fall behind unconfirmed ones:
     re-rank and confirm the new leaders until the first CONFIRMED are all confirmed."""
-    confirmed, sims = set(), 0
+    sims = 0
     while True:
         candidates.sort(key=rank_key)
-        pending = [c for c in candidates[:CONFIRMED] if id(c) not in confirmed]
+        pending = [c for c in candidates[:CONFIRMED] if not c.confirmed]
         if not pending:
             return candidates, sims
         for cand in pending:
             sims += confirm_deployment(scenario, cand, rate, slo, base_dir)
-            confirmed.add(id(cand))
+            cand.confirmed = True
 
 
 def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
@@ -195,6 +195,5 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
             replicas, summary = replicas - 1, fewer
     cand.deployment = cand.deployment.model_copy(update={"replicas": replicas})
     cand.summary = summary
-    cand.confirmed = True
     cand.usd_per_hour = price * cand.deployment.num_gpus
     return sims
