@@ -110,7 +110,8 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     knobs = knobs_for(scenario, gpus[0])
     deadline = scenario.constraints.deadline_days
     cost = _linear_cost(scenario, gpus) if job.tokens else None
-    result = search(arch, gpus, knobs, job, top=scenario.top, system=node_types(scenario),
+    nodes = node_types(scenario)
+    result = search(arch, gpus, knobs, job, top=scenario.top, system=nodes,
                     deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
                     budget_gpu_hours=scenario.constraints.budget_gpu_hours, cost=cost,
                     budget_usd=scenario.constraints.budget_usd, objective=scenario.objective,
@@ -119,7 +120,7 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
         for plans in (result.best, result.frontier, result.by_accelerator):
             plans[:] = [with_economics(p, scenario) for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
-    result.notes += node_notes(node_types(scenario), result.by_accelerator)
+    result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
     layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
     result.notes += [f"best plan: {layout}"] if layout else []
