@@ -54,6 +54,21 @@ def test_frontier_is_pareto_optimal():
                                                                "a100-sxm4-80gb"]
 
 
+@pytest.mark.parametrize("objective", ["time", "cost"])
+def test_the_best_plan_is_the_frontier_end_its_objective_picks(objective):
+    # 64 H100s at global batch 512 and 8 sequences a micro-batch: one micro-batch per
+    # step, so ZeRO-1 and ZeRO-2 tie exactly on time and cost. The best plan and the
+    # frontier's fastest (or cheapest) end must be one plan, not two equal ones.
+    scenario = TrainScenario.model_validate({
+        "model": "megatron-gpt-1.7b", "objective": objective, "prices": {"h100": 3.0},
+        "training": {"tokens": 2e12, "global_batch": 512, "seq_len": 2048},
+        "hardware": {"gpus": ["h100", "a100-sxm4-80gb"], "counts": [32, 64]}})
+    result = plan_training(scenario)
+    end = result.frontier[0 if objective == "time" else -1]
+    assert result.best[0].plan == end.plan and result.best[0].accelerator == end.accelerator
+    assert result.by_accelerator[0].plan == end.plan
+
+
 def test_pins_are_honoured_and_impossible_pins_explained():
     arch = load_model("llama-3.1-70b")
     job = TrainingJob(seq_len=4096, global_batch=128)

@@ -81,6 +81,18 @@ def objective_of(ev: Evaluated, objective: str) -> np.ndarray:
     return ev.out.get("time_to_train_s", ev.out["step_s"])
 
 
+def spend_of(ev: Evaluated) -> np.ndarray:
+    """The frontier's cost axis: USD when prices are known, else GPU-hours (GPU-seconds
+    per step when no token budget is given)."""
+    return ev.out.get("cost_usd", ev.out.get("gpu_hours", ev.out["step_s"] * ev.out["gpus"]))
+
+
+def tie_breaker(ev: Evaluated, objective: str) -> np.ndarray:
+    """What orders plans that tie on the objective: the other axis of the frontier, so
+    the best plan is the frontier's end point (ties on both keep the enumeration order)."""
+    return objective_of(ev, "time") if objective == "cost" else spend_of(ev)
+
+
 def breakdown(arch, job, ev: Evaluated, rows: list[int]) -> dict[str, np.ndarray]:
     """The step-time parts of a few evaluated plans (the search keeps only what it ranks
     by), evaluated again at once: the evaluation is per plan, so they are the same numbers."""

@@ -16,7 +16,8 @@ from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          evaluate_plan, evaluate_plans)
 from infraplan.training.evaluated import (KEPT_COLUMNS, KNOB_COLUMNS, Evaluated, Limits,
-                                          allowed, objective_of, plan_at)
+                                          allowed, objective_of, plan_at, spend_of,
+                                          tie_breaker)
 from infraplan.training.explain import nothing_fits, why_rejected
 from infraplan.training.space import Knobs, build_space, why_nothing_runs
 
@@ -98,29 +99,29 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
         candidates += cands
         count += n
     limits = Limits(deadline_s, budget_gpu_hours, budget_usd)
-    ranked = []  # (objective, ev, index)
+    ranked = []  # (objective, tie-breaker, accelerator number, index, ev)
     fitting = 0
-    for ev in evaluated:
+    for n, ev in enumerate(evaluated):
         if not ev.out:
             continue
         fitting += int(ev.out["fits"].sum())
-        ok = allowed(ev, limits)
-        score = objective_of(ev, objective)
-        for i in np.flatnonzero(ok)[np.argsort(score[ok])[: max(top, 64)]]:
-            ranked.append((float(score[i]), ev, int(i)))
-    ranked.sort(key=lambda r: r[0])
+        rows = np.flatnonzero(allowed(ev, limits))
+        score, second = objective_of(ev, objective), tie_breaker(ev, objective)
+        for i in rows[np.lexsort((second[rows], score[rows]))[: max(top, 64)]]:
+            ranked.append((float(score[i]), float(second[i]), n, int(i), ev))
+    ranked.sort(key=lambda r: r[:4])
     elapsed = time.perf_counter() - start
     if not ranked:
         if count == 0:
             raise InputError("no runnable plan: " + why_nothing_runs(
                 arch, knobs, seq_len=job.seq_len, global_batch=job.global_batch))
         raise nothing_fits(evaluated, limits, knobs, arch, job)
-    results = [_result(arch, ev, i, job) for _, ev, i in ranked[:top]]
+    results = [_result(arch, ev, i, job) for *_, i, ev in ranked[:top]]
     frontier = [_result(arch, ev, i, job)
                 for ev, i in _frontier(evaluated, limits)]
-    best_ev, best_i = ranked[0][1], ranked[0][2]
+    *_, best_i, best_ev = ranked[0]
     per_gpu = {}
-    for _, ev, i in ranked:  # ranked is sorted: the first of each accelerator is its best
+    for *_, i, ev in ranked:  # ranked is sorted: the first of each accelerator is its best
         per_gpu.setdefault(ev.gpu, (ev, i))
     by_accelerator = [_result(arch, ev, i, job) for ev, i in per_gpu.values()]
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
@@ -143,8 +144,7 @@ def _frontier(evaluated, limits: Limits, limit: int = 12):
             continue
         ok = np.flatnonzero(allowed(ev, limits))
         times.append(objective_of(ev, "time")[ok])
-        costs.append(ev.out.get("cost_usd", ev.out.get(
-            "gpu_hours", ev.out["step_s"] * ev.out["gpus"]))[ok])
+        costs.append(spend_of(ev)[ok])
         owners.append(np.full(len(ok), n))
         rows.append(ok)
     if not times:
