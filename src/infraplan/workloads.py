@@ -16,7 +16,7 @@ from pydantic import (ConfigDict, Field, PositiveInt, ValidationError,
 from infraplan.economics.cost import CostInputs, UsdPerGpuHour
 from infraplan.economics.spec import EnergySpec, Pricing
 from infraplan.errors import InputError
-from infraplan.reliability.run_spec import RunSpec
+from infraplan.reliability.run_spec import DEFAULT_CHECKPOINT_TIER, RunSpec
 from infraplan.files import on_disk, read_user_file, too_big_to_read
 from infraplan.spec_checks import FieldError, StrictNumbers, describe_errors, given
 
@@ -379,6 +379,45 @@ class TrainScenario(_Spec):
     run: RunSpec = Field(default_factory=RunSpec, description="simulate train: failures, "
                                                               "spot, checkpoints")
     top: int = Field(default=5, ge=1, le=50, description="plans to show")
+
+    @property
+    def checkpoint_tier(self) -> str:
+        """The storage tier the run writes its checkpoints to: run.checkpoint_storage, else
+        training.storage unless it is the nodes' own disks (a checkpoint must outlive the
+        node), else DEFAULT_CHECKPOINT_TIER."""
+        return self._named_checkpoint_tier() or DEFAULT_CHECKPOINT_TIER
+
+    def _named_checkpoint_tier(self) -> str | None:
+        from infraplan.catalog import load_catalog
+
+        if self.run.checkpoint_storage or self.training.storage is None:
+            return self.run.checkpoint_storage
+        shared = load_catalog().storage.get(self.training.storage).kind != "local-nvme"
+        return self.training.storage if shared else None
+
+    def billed_costs(self) -> CostInputs:
+        """costs: with the data and the checkpoints billed on the tiers the scenario names
+        for them (training.storage, run.checkpoint_storage) unless costs names its own, so
+        that the bill and the plan agree. Checkpoints on the default tier are billed at
+        costs' default (object storage): the kept copies, not the fast tier they pass."""
+        from infraplan.catalog import load_catalog
+
+        used = {"dataset": self.training.storage, "checkpoint": self._named_checkpoint_tier()}
+        update = {}
+        for which, used_tier in used.items():
+            if f"{which}_tier" in self.costs.model_fields_set or used_tier is None \
+                    or not getattr(self.costs, f"{which}_gb"):
+                continue
+            tier = load_catalog().storage.get(used_tier)
+            if tier.price_usd_per_gb_month is None \
+                    and getattr(self.costs, f"{which}_usd_per_gb_month") is None:
+                raise InputError(
+                    f"costs.{which}_gb: the plan keeps it on {tier.name}, which has no "
+                    "price_usd_per_gb_month (bundled with a node or bought outright)",
+                    fix=f"set costs.{which}_usd_per_gb_month (0 if it is already paid for), "
+                    f"or costs.{which}_tier to the tier that holds it")
+            update[f"{which}_tier"] = tier.name
+        return self.costs.model_copy(update=update) if update else self.costs
 
     @field_validator("prices")
     @classmethod

@@ -136,3 +136,36 @@ def test_a_deadline_under_a_day_is_quoted_in_hours():
     with pytest.raises(InputError) as info:
         plan_training(_mistral({"deadline_days": 0.001}))
     assert "times it (0.024 hours); relax the limits" in str(info.value)
+
+
+def test_storage_is_billed_on_the_tiers_the_scenario_reads_and_writes():
+    # the data is read from FSx (training.storage) and the checkpoints go there too
+    on_fsx = _scenario(training={"tokens": 2e10, "global_batch": 256, "seq_len": 4096,
+                                 "storage": "fsx-lustre-p2-125"})
+    assert on_fsx.checkpoint_tier == "fsx-lustre-p2-125"
+    billed = on_fsx.billed_costs()
+    assert (billed.dataset_tier, billed.checkpoint_tier) == ("fsx-lustre-p2-125",) * 2
+    cost = plan_training(on_fsx).best[0].economics["cost"]
+    months = cost["duration_s"] / (30.44 * 86400)
+    storage = sum(i["usd"] for i in cost["items"] if i["name"].startswith("storage"))
+    assert storage == pytest.approx((4 * 112 + 80) * 0.145 * months)
+    # costs: naming a tier keeps it; nothing named keeps object storage for both
+    named = _scenario(costs={"checkpoint_gb": 112, "checkpoint_tier": "gcs-standard"},
+                      run={"checkpoint_storage": "fsx-lustre-p2-125"})
+    assert named.billed_costs().checkpoint_tier == "gcs-standard"
+    plain = _scenario().billed_costs()
+    assert (plain.dataset_tier, plain.checkpoint_tier) == ("s3-standard", "s3-standard")
+
+
+def test_checkpoints_never_default_to_the_nodes_own_disks():
+    local = _scenario(training={"tokens": 2e10, "global_batch": 256, "seq_len": 4096,
+                                "storage": "local-nvme-8x-u2"})
+    assert local.checkpoint_tier == "fsx-lustre-p2-1000"  # a checkpoint outlives its node
+    # the data itself is on disks bundled with the node: the bill asks for their price
+    with pytest.raises(InputError, match=r"costs.dataset_gb: the plan keeps it on "
+                                         r"local-nvme-8x-u2.*dataset_usd_per_gb_month"):
+        local.billed_costs()
+    free = _scenario(training={"tokens": 2e10, "global_batch": 256, "seq_len": 4096,
+                               "storage": "local-nvme-8x-u2"},
+                     costs={"dataset_gb": 80, "dataset_usd_per_gb_month": 0})
+    assert free.billed_costs().dataset_tier == "local-nvme-8x-u2"

@@ -436,6 +436,65 @@ def test_yield_plan_is_simulate_trains_checkpoint_plan():
     assert sync_doc["checkpoints"]["blocking_s"] == pytest.approx(setup.checkpoint.write_s)
 
 
+def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
+    """A scenario with run: asks for on-demand, spot and reserved runs; the report used to
+    show none of them. Its table is simulate train's, row for row, and --seed reaches it."""
+    from infraplan.cli import main
+    from infraplan.report.document import build_document
+
+    path = EXAMPLES / "article-4-2b-spot.yaml"
+    for seed in (None, 3):
+        doc = build_document(path, seed=seed)
+        assert main(["simulate", "train", str(path)] + ([] if seed is None else
+                                                         ["--seed", str(seed)])) == 0
+        cli = capsys.readouterr().out
+        section = next(s for s in doc["sections"] if s["heading"] == "Yield plan")
+        (strategies,) = [t for t in section["tables"] if "pricing strategies" in t["title"]]
+        assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
+                                                      "reserved + spot burst"]
+        for row in strategies["rows"]:  # the CLI's table row, cell for cell
+            assert re.search(r"\s+".join(map(re.escape, row)), cli), row
+        assert any(p.startswith("spot: ") and "cheaper than on-demand" in p
+                   and p in cli for p in section["paragraphs"])
+        assert f"seed {seed or 0};" in " ".join(section["paragraphs"])
+        assert doc["run"]["strategies"]["spot"]["seed"] == (seed or 0)
+        # the checkpoint in the same unit in both (it was 21.54 GiB beside 23.1 GB)
+        sizes = {i["label"]: i["text"] for i in section["items"]}
+        assert sizes["checkpoint size"] == "23.1 GB" and "checkpoint 23.13 GB to " in cli
+    plain = build_document(TRAIN)  # no run: block, no Monte-Carlo runs
+    assert plain["run"] is None
+    assert not next(s for s in plain["sections"] if s["heading"] == "Yield plan")["tables"]
+
+
+def test_checkpoints_are_billed_where_the_run_writes_them(tmp_path):
+    """run.checkpoint_storage names the tier; the bill used to price the kept copies at
+    S3's $0.023/GB-month while the Yield plan wrote them to FSx ($0.145)."""
+    import yaml
+
+    from infraplan.report.document import build_document
+
+    raw = yaml.safe_load((EXAMPLES / "article-4-2b-spot.yaml").read_text())
+    raw["costs"] = {"checkpoint_gb": 100, "checkpoints_kept": 3}
+    path = tmp_path / "billed.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    doc = build_document(path)
+    (line,) = [i for i in doc["costs"] if i["item"] == "storage: checkpoints"]
+    months = doc["plan"]["best"][0]["time_to_train_s"] / (30.44 * 86400)
+    assert line["usd"] == pytest.approx(3 * 100 * 0.145 * months)
+    assert "(fsx-lustre-p2-125)" in line["basis"]
+    yield_plan = next(s for s in doc["sections"] if s["heading"] == "Yield plan")
+    assert not any("billed" in p or "bills" in p for p in yield_plan["paragraphs"])
+    # a tier named in costs: wins, and the report says the two differ
+    raw["costs"]["checkpoint_tier"] = "s3-standard"
+    path.write_text(yaml.safe_dump(raw))
+    doc = build_document(path)
+    (line,) = [i for i in doc["costs"] if i["item"] == "storage: checkpoints"]
+    assert line["usd"] == pytest.approx(3 * 100 * 0.023 * months)
+    yield_plan = next(s for s in doc["sections"] if s["heading"] == "Yield plan")
+    assert any(p.startswith("Checkpoints are written to fsx-lustre-p2-125; the cost bills "
+                            "the 3 kept copies of 100 GB") for p in yield_plan["paragraphs"])
+
+
 @pytest.mark.parametrize("value,text", [(23.13e9, "23.1 GB"), (5.69e12, "5.69 TB"),
                                         (999e9, "999 GB"), (2e6, "2.00 MB")])
 def test_sizes_keep_three_significant_figures(value, text):
@@ -479,8 +538,8 @@ def test_report_seed_is_the_simulation_seed(tmp_path):
         shown = {i["label"]: i["text"] for s in doc["sections"] for i in s["items"]}
         assert shown["random seed"] == str(0 if seed is None else seed)
     assert docs[7]["simulation"]["ttft_s"]["p99"] != docs[None]["simulation"]["ttft_s"]["p99"]
-    with pytest.raises(InputError, match="--seed: a training report draws nothing"):
-        build_document(TRAIN, seed=7)
+    with pytest.raises(InputError, match="--seed: a training report draws nothing.*run: "):
+        build_document(TRAIN, seed=7)  # no run: block to draw
 
 
 def test_a_diurnal_reports_run_says_which_hours_it_covers():

@@ -154,12 +154,19 @@ class ReservedSpec(_Spec):
         default=None, description="default: the catalog's cheapest 1-year reserved offer")
 
 
+# The checkpoint tier when neither run.checkpoint_storage nor training.storage names one
+# (or training.storage is the nodes' local NVMe). Not the node's local NVMe: a checkpoint must outlive the node failures it protects
+# against, and a copy on the failed node's own disk goes with it.
+DEFAULT_CHECKPOINT_TIER = "fsx-lustre-p2-1000"
+
+
 class RunSpec(_Spec):
     """`run:` in a training scenario: what `simulate train` draws."""
 
     checkpoint_storage: str | None = Field(
         default=None, description="storage tier the checkpoints go to (default: "
-                                  "training.storage, else fsx-lustre-p2-1000)")
+                                  "training.storage unless it is local NVMe, else "
+                                  f"{DEFAULT_CHECKPOINT_TIER})")
     asynchronous: bool = Field(default=True, description="async checkpoint (host copy, then "
                                                          "upload while training)")
     failure_detection_s: float = Field(default=FAILURE_DETECTION_S, ge=0)

@@ -100,11 +100,13 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
     if raw is None:
         scenario_from(raw, path)  # raises the empty-file error
     kind = scenario_kind(raw, path.name)
-    if kind != "serving" and seed is not None:
+    # a training report draws at random only the runs of its run: block (simulate train's)
+    draws = kind == "serving" or kind == "training" and isinstance(raw, dict) and "run" in raw
+    if not draws and seed is not None:
         raise InputError(f"--seed: a {kind} report draws nothing at random",
-                         fix="drop --seed" + ("; the Monte-Carlo run of a training plan is "
-                                              "`infraplan simulate train SCENARIO --seed N`"
-                                              if kind == "training" else ""))
+                         fix="drop --seed" + ("; a training report draws the Monte-Carlo runs "
+                                              "of simulate train when the scenario has a run: "
+                                              "block" if kind == "training" else ""))
     if kind == "memory":
         from infraplan.report.document_memory import in_scenario_terms, memory_document
         from infraplan.training.fit_check import fit_check
@@ -119,7 +121,8 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
         from infraplan.training.plan_train import plan_training
         from infraplan.workloads import TrainScenario
 
-        scenario = scenario_from(raw, path, TrainScenario)
+        scenario = scenario_from(raw, path, TrainScenario,
+                                 None if seed is None else {"run.seed": seed})
         return training_document(scenario, plan_training(scenario, progress=progress))
     from infraplan.report.document_serve import serving_document
     from infraplan.serving.scenario import ServeScenario

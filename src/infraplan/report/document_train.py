@@ -14,6 +14,7 @@ from infraplan.physics import hardware
 from infraplan.physics.memory.training import MemoryOptions
 from infraplan.report import figures as fig
 from infraplan.report.document import days, item, ordered, section, table, usd
+from infraplan.report import run as run_view
 from infraplan.report.run import decimals
 from infraplan.report.training import COMPONENTS, HIDDEN
 from infraplan.training.memory import training_memory
@@ -107,9 +108,37 @@ def duration_text(seconds: float) -> str:
     return f"{_sig3(seconds * 1e6)} us"
 
 
-def _yield_plan(k: dict) -> dict:
+def _billing_note(scenario, k: dict) -> list[str]:
+    """Why the cost's checkpoint line names another tier than the one written to, if so."""
+    billed = scenario.billed_costs()
+    if not billed.checkpoint_gb or billed.checkpoint_tier == k["storage_tier"]:
+        return []
+    return [f"Checkpoints are written to {k['storage_tier']}; the cost bills the "
+            f"{billed.checkpoints_kept:,} kept copies of {billed.checkpoint_gb:,g} GB "
+            f"(costs.checkpoint_gb) at {billed.checkpoint_tier}'s price. Set "
+            "costs.checkpoint_tier (or run.checkpoint_storage) to bill them where they are "
+            "written."]
+
+
+def _strategies(scenario, best, arch) -> tuple[dict | None, list[dict], list[str]]:
+    """(simulate train's JSON, its strategy table, its paragraphs) when the scenario has a
+    run: block, which asks for the run's pricing strategies; else (None, [], [])."""
+    if "run" not in scenario.model_fields_set or best.time_to_train_s is None:
+        return None, [], []
+    from infraplan.training.simulate_run import simulate_training_run
+
+    sim = simulate_training_run(scenario, best, arch=arch)
+    rows = run_view.strategy_rows(sim)
+    title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
+    paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
+    return sim.to_json(), [table(title, run_view.STRATEGY_COLUMNS, rows)], [
+        *paragraphs, *run_view.against_on_demand(sim), run_view.trials_line(sim) + "."]
+
+
+def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
     """The Yield plan section: the checkpoint plan, and why plan train's time to train (the
-    published 90% fleet goodput) differs from what simulate train models for this plan."""
+    published 90% fleet goodput) differs from what simulate train models for this plan;
+    `tables` and `notes` follow."""
     mode = "async" if k["asynchronous"] else "synchronous"
     assumed = 1 - k["run_goodput"]
     lost = f"{k['waste_fraction']:.{decimals([k['waste_fraction']], 2)}%}"
@@ -129,7 +158,7 @@ def _yield_plan(k: dict) -> dict:
              f"detection + {duration_text(k['restart_s'] - k['failure_detection_s'])} reload"),
         item("wall time lost, modelled for this plan", k["waste_fraction"], lost),
         item("wall time lost, assumed by plan train", assumed, f"{assumed:.0%}")],
-        figures=["goodput"], paragraphs=[
+        tables=list(tables), figures=["goodput"], paragraphs=[
             f"plan train's time to train and GPU-hours assume {k['run_goodput']:.0%} "
             "goodput whatever the plan: the published fleet figure that calibrates it "
             f"(run-goodput in catalog/data/calibration.yaml), {1 / k['run_goodput'] - 1:.1%} "
@@ -137,7 +166,7 @@ def _yield_plan(k: dict) -> dict:
             "time for this plan's size, checkpoints and restarts (first order); `infraplan "
             "simulate train` draws the run with that model, so its wall times differ from "
             "plan train's by the gap.",
-            f"Failure rate: {k['derivation']}."])
+            f"Failure rate: {k['derivation']}.", *notes])
 
 
 def training_document(scenario, result, arch=None) -> dict:
@@ -250,9 +279,12 @@ def training_document(scenario, result, arch=None) -> dict:
                              "request load (failures and restarts are under Yield plan)")
     s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
                            "to this plan")
-    s["Yield plan"] = _yield_plan(checkpoints)
+    run_json, run_tables, run_notes = _strategies(scenario, best, arch)
+    s["Yield plan"] = _yield_plan(checkpoints, [*run_notes,
+                                                *_billing_note(scenario, checkpoints)],
+                                  run_tables)
     return fig.json_safe({
         "kind": "training", "title": scenario.name or f"{arch.name} training plan",
         "description": scenario.description, "model": scenario.model,
-        "plan": result.to_json(), "checkpoints": checkpoints, "memory": bars,
+        "plan": result.to_json(), "checkpoints": checkpoints, "run": run_json, "memory": bars,
         "costs": cost, "sections": ordered(s), "figures": figures})

@@ -28,36 +28,63 @@ def decimals(fractions, least: int = 1) -> int:
     return need
 
 
-def run_report(name: str, sim) -> str:
-    p, cp, setup = sim.plan, sim.checkpoint, sim.setup
-    blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
-    lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
-             f"work {_days(sim.work_s)} of failure-free compute; job MTBF "
-             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint {format_bytes(cp.size_bytes)} to "
-             f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
-             f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
-             "prices per GPU-hour:"]
-    lines += [f"  {k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
-              for k, v in sim.prices_usd_per_gpu_hour.items()]
-    lines.append("")
+STRATEGY_COLUMNS = ["strategy", "checkpoint every", "wall p50", "wall p90", "goodput p50",
+                    "cost p50", "cost p90", "interruptions", "of them preemptions"]
+
+
+def strategy_rows(sim) -> list[list[str]]:
+    """One row per pricing strategy of a RunSimulation, under STRATEGY_COLUMNS."""
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
         rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
                      _days(d.wall_s.p50), _days(d.wall_s.p90), f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
-    lines.append(table(["strategy", "checkpoint every", "wall p50", "wall p90", "goodput p50",
-                        "cost p50", "cost p90", "interruptions", "of them preemptions"],
-                       rows, align_right=[2, 3, 4, 5, 6, 7, 8]))
-    base = sim.strategies.get("on_demand")
-    if base is not None:
-        for key, d in sim.strategies.items():
-            if key != "on_demand":
-                saving = 1 - d.cost_usd.mean / base.cost_usd.mean
-                longer = d.wall_s.mean / base.wall_s.mean - 1
-                money = f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer"
-                lines.append(f"{LABELS[key]}: {money} than on-demand (mean), "
-                             f"{longer:+.1%} wall time")
+    return rows
+
+
+def price_lines(sim) -> list[str]:
+    """Each strategy's price per GPU-hour and where it comes from."""
+    return [f"{k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
+            for k, v in sim.prices_usd_per_gpu_hour.items()]
+
+
+def against_on_demand(sim) -> list[str]:
+    """How much cheaper (or dearer) and longer each strategy runs than on-demand."""
+    base, lines = sim.strategies.get("on_demand"), []
+    if base is None:
+        return lines
+    for key, d in sim.strategies.items():
+        if key != "on_demand":
+            saving = 1 - d.cost_usd.mean / base.cost_usd.mean
+            longer = d.wall_s.mean / base.wall_s.mean - 1
+            money = f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer"
+            lines.append(f"{LABELS[key]}: {money} than on-demand (mean), "
+                         f"{longer:+.1%} wall time")
+    return lines
+
+
+def trials_line(sim) -> str:
+    first = next(iter(sim.strategies.values()))
+    return (f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
+            "only (plan train itemises storage and egress)")
+
+
+def run_report(name: str, sim) -> str:
+    p, cp, setup = sim.plan, sim.checkpoint, sim.setup
+    blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
+    lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
+             f"work {_days(sim.work_s)} of failure-free compute; job MTBF "
+             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint "
+             f"{format_bytes(cp.size_bytes, binary=False)} to "
+             f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
+             f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             "prices per GPU-hour:"]
+    lines += ["  " + line for line in price_lines(sim)]
+    lines.append("")
+    lines.append(table(STRATEGY_COLUMNS, strategy_rows(sim),
+                       align_right=[2, 3, 4, 5, 6, 7, 8]))
+    lines += against_on_demand(sim)
     scanned = next(((k, d.scan) for k, d in sim.strategies.items() if d.scan is not None),
                    None)
     if scanned is not None:
@@ -72,7 +99,5 @@ def run_report(name: str, sim) -> str:
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
     if sim.plan_train_note:
         lines.append(f"note: {sim.plan_train_note}")
-    first = next(iter(sim.strategies.values()))
-    lines.append(f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
-                 "only (plan train itemises storage and egress)")
+    lines.append(trials_line(sim))
     return "\n".join(lines)

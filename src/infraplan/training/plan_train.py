@@ -199,7 +199,7 @@ def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
     asks for cost (ranking by time still works without prices)."""
     try:
         return LinearCost.build(gpus, prices=scenario.prices, pricing=scenario.pricing,
-                                costs=scenario.costs)
+                                costs=scenario.billed_costs())
     except InputError:
         if scenario.objective == "cost" or scenario.constraints.budget_usd is not None:
             raise
@@ -210,5 +210,5 @@ def with_economics(plan: PlanResult, scenario: TrainScenario) -> PlanResult:
     """The plan with its cost line items, facility energy and carbon attached."""
     e = plan_economics(plan.accelerator, plan.plan.num_gpus, plan.gpu_hours,
                        plan.time_to_train_s, prices=scenario.prices, pricing=scenario.pricing,
-                       costs=scenario.costs, energy=scenario.energy)
+                       costs=scenario.billed_costs(), energy=scenario.energy)
     return replace(plan, economics=e.to_json())

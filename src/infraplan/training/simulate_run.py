@@ -36,12 +36,6 @@ from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
 from infraplan.training.evaluate import PlanResult
 
-# The checkpoint tier when neither run.checkpoint_storage nor training.storage names one.
-# Not the node's local NVMe: a checkpoint must outlive the node failures it protects
-# against, and a copy on the failed node's own disk goes with it.
-DEFAULT_CHECKPOINT_TIER = "fsx-lustre-p2-1000"
-
-
 @dataclass(frozen=True)
 class RunSetup:
     """What failures cost a plan: where its checkpoints go, what they cost, how often the
@@ -59,16 +53,14 @@ class RunSetup:
 
 def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
     """The checkpoint plan, tier, job MTBF and restart time of `plan` under `scenario`'s
-    run: block (tier: run.checkpoint_storage, else training.storage, else
-    DEFAULT_CHECKPOINT_TIER). `arch`: the model's architecture when it is not in the
-    catalog (an uploaded config.json); default: load_model(scenario.model)."""
+    run: block (tier: TrainScenario.checkpoint_tier). `arch`: the model's architecture when
+    it is not in the catalog (an uploaded config.json); default: load_model(scenario.model)."""
     run, training = scenario.run, scenario.training
     n = plan.plan.num_gpus
     per_node = hardware.cluster(plan.accelerator,
                                 scenario.hardware.system).system.accelerators_per_node
     nodes = math.ceil(n / per_node)
-    tier = load_catalog().storage.get(run.checkpoint_storage or training.storage
-                                      or DEFAULT_CHECKPOINT_TIER)
+    tier = load_catalog().storage.get(scenario.checkpoint_tier)
     failures = llama3_failure_model()
     mtbf = failures.job_mtbf_s(n)
     params = param_counts(arch or load_model(scenario.model)).total

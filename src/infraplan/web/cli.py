@@ -33,7 +33,7 @@ def add_report(sub) -> None:
                    help="HTML file to write (default: report.html); written atomically")
     from infraplan.cli import add_seed_flag  # loaded: it is what calls add_report
 
-    add_seed_flag(p, "seed, serving scenarios only")
+    add_seed_flag(p, "seed (serving) or run.seed (training)")
     add_output_flags(p)
     p.set_defaults(run=run_report)
 
