@@ -7,7 +7,7 @@ import csv
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ class RowResult:
     published: float
     plan: Any = None  # what produced the prediction; has describe()
     error: str | None = None
+    metric: str = ""  # the row's metric cell: what `predicted` and `published` measure
 
     @property
     def error_pct(self) -> float | None:
@@ -56,8 +57,8 @@ class ValidationReport:
 
     def to_json(self) -> dict:
         return {
-            "rows": [{"id": r.id, "predicted": r.predicted, "published": r.published,
-                      "error_pct": r.error_pct,
+            "rows": [{"id": r.id, "metric": r.metric, "predicted": r.predicted,
+                      "published": r.published, "error_pct": r.error_pct,
                       "plan": r.plan.describe() if r.plan else None} for r in self.rows],
             "median_abs_error_pct": self.median_abs_error_pct,
             "max_abs_error_pct": self.max_abs_error_pct,
@@ -120,13 +121,18 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
             if not (math.isfinite(result.predicted) and result.predicted > 0):
                 raise InputError(f"row {result.id!r}: the model gives no finite prediction > 0 "
                                  f"(got {result.predicted!r}) for this metric")
-            results.append(result)
+            results.append(replace(result, metric=_metric_cell(row)))
         except InfraplanError as exc:
             results.append(RowResult(id=row.get("id") or "?", predicted=None,
-                                     published=_number(row.get("value")), error=str(exc)))
+                                     published=_number(row.get("value")), error=str(exc),
+                                     metric=_metric_cell(row)))
         if progress:
             progress(done, len(rows))
     return ValidationReport(results)
+
+
+def _metric_cell(row: dict) -> str:
+    return (row.get("metric") or "").strip()
 
 
 def _check_near_misses(name: str, header: list[str], known: tuple[str, ...],

@@ -6,16 +6,23 @@ from infraplan.report.terminal import table
 
 
 def validation_report(report) -> str:
+    """The table of rows; a metric column when the file mixes metrics (step_s beside
+    gpu_hours, output_tok_s beside ttft_p50_s), else the one metric above the table."""
+    metrics = list(dict.fromkeys(r.metric for r in report.rows))
+    mixed = len(metrics) > 1
     rows = []
     for r in report.rows:
         if r.predicted is None:
             # the reason follows the summary, once: in the table it would set every row's width
-            rows.append([r.id, "-", f"{r.published:,.4g}", "failed", "(reason below)"])
+            cells = ["-", f"{r.published:,.4g}", "failed", "(reason below)"]
         else:
-            rows.append([r.id, f"{r.predicted:,.4g}", f"{r.published:,.4g}",
-                         f"{r.error_pct:+.1f}%", r.plan.describe() if r.plan else ""])
-    lines = [table(["row", "predicted", "published", "error", "plan"], rows,
-                   align_right=[1, 2, 3]), "", validation_summary(report)]
+            cells = [f"{r.predicted:,.4g}", f"{r.published:,.4g}", f"{r.error_pct:+.1f}%",
+                     r.plan.describe() if r.plan else ""]
+        rows.append([r.id, *([r.metric] if mixed else []), *cells])
+    head = ["row", *(["metric"] if mixed else []), "predicted", "published", "error", "plan"]
+    right = [head.index(c) for c in ("predicted", "published", "error")]
+    lines = [] if mixed or not metrics[0] else [f"metric: {metrics[0]}"]
+    lines += [table(head, rows, align_right=right), "", validation_summary(report)]
     lines += [f"  failed {r.id}: {r.error}" for r in report.failed]
     return "\n".join(lines)
 
