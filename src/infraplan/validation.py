@@ -69,10 +69,13 @@ class ValidationReport:
 def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                   predict: Callable[[dict, Path], RowResult],
                   progress: Callable[[int, int], None] | None = None,
-                  optional: tuple[str, ...] = ("derivation",)) -> ValidationReport:
+                  optional: tuple[str, ...] = ("derivation",),
+                  terms: tuple[tuple[str, str], ...] = ()) -> ValidationReport:
     """Predict every row of a CSV; a row that cannot be predicted is reported, not fatal.
     `optional`: the schema's columns a file may leave out; other columns are kept as
-    notes, unless one is a near miss of a schema column (a typo would drop its values)."""
+    notes, unless one is a near miss of a schema column (a typo would drop its values).
+    `terms`: (regex, replacement) pairs that put a failed row's reason, written for scenario
+    files (`pin.tp`, `training.global_batch`), in the CSV's columns."""
     path = Path(path)
     check_user_file(path, "validation file")
     schema = f"see validation/README.md for the {kind} CSV schema"
@@ -123,8 +126,11 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                                  f"(got {result.predicted!r}) for this metric")
             results.append(replace(result, metric=_metric_cell(row)))
         except InfraplanError as exc:
+            reason = str(exc)
+            for pattern, replacement in terms:  # the planners' scenario keys, as columns
+                reason = re.sub(pattern, replacement, reason)
             results.append(RowResult(id=row.get("id") or "?", predicted=None,
-                                     published=_number(row.get("value")), error=str(exc),
+                                     published=_number(row.get("value")), error=reason,
                                      metric=_metric_cell(row)))
         if progress:
             progress(done, len(rows))

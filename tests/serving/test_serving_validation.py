@@ -263,6 +263,22 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     assert by_id["e"].plan.describe().startswith("vllm TP=8 PP=2")
 
 
+def test_a_failed_rows_fix_names_the_csv_cells_not_deployment_fields(tmp_path):
+    """A row has no pp or max_num_seqs: its pipeline is num_gpus / tp, its limit the batch."""
+    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "big,s,llama-3.1-70b,a100-sxm4-40gb,1,1,bf16,bf16,128,128,50,"
+                             "offline,,,output_tok_s,1000,vLLM,\n"
+                    + "batch,s,llama-3.1-8b,h100,1,1,bf16,bf16,128,128,50,static_batch,,"
+                      "100000,output_tok_s,1000,vLLM,\n")
+    reasons = {r.id: r.error for r in validate_serving(path).rows}
+    assert "To fix: raise tp (now 1) or num_gpus, quantize the weights (weight_dtype fp8 or " \
+           "int4) or pick a GPU with more memory" in reasons["big"]
+    assert "To fix: lower the batch cell (the limits now: 100,000 sequences, 16,384 batched " \
+           "tokens), or raise tp (now 1) or num_gpus" in reasons["batch"]
+
+
 def test_each_row_names_what_its_numbers_measure(tmp_path, capsys):
     """A file of throughputs and latencies printed 2,461 beside 0.08 with nothing to say
     which is tokens/s and which seconds; one metric for the file is named once."""

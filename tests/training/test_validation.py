@@ -298,3 +298,23 @@ def test_an_unreadable_csv_exits_2_with_the_reason(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(Path, "open", denied)
     assert main(["validate", "training", str(path)]) == 2
     assert "rows.csv: cannot be read (Permission denied)" in capsys.readouterr().err
+
+
+def test_a_failed_rows_fix_names_the_csv_cells_not_scenario_keys(tmp_path):
+    """The planner's fixes were written for scenario files: 'unpin pin.tp', 'set
+    training.global_batch', 'remove X from the accelerators'; a row has cells instead."""
+    header = ("id,source,model,gpu,num_gpus,tp,pp,dp,cp,ep,zero,recompute,sequence_parallel,"
+              "micro_batch,global_batch,seq_len,precision,tokens,metric,value\n")
+    path = tmp_path / "rows.csv"
+    path.write_text(header
+                    + "big,s,llama-3.1-70b,a100-sxm4-40gb,8,1,1,8,,,0,none,false,1,64,4096,"
+                      "bf16,,step_s,3\n"
+                    + "batch,s,llama-3.1-8b,h100,8,1,1,8,,,,,,,60,4096,bf16,,step_s,3\n"
+                    + "fp8,s,llama-3.1-8b,a100-sxm4-80gb,8,1,1,8,,,,,,,64,4096,fp8,,step_s,3\n")
+    reasons = {r.id: r.error for r in validate_training(path).rows}
+    assert "To fix: empty the tp and pp cells so that model parallelism may split the " \
+           "weights, or empty the zero cell" in reasons["big"]
+    assert "To fix: set the global_batch cell to 56 or 64" in reasons["batch"]
+    assert "To fix: set the precision cell to bf16 or fp16 or fp32, or the gpu cell to one " \
+           "with fp8 (h100-sxm5-80gb" in reasons["fp8"]
+    assert not any(k in " ".join(reasons.values()) for k in ("pin.", "training.", "hardware."))

@@ -28,6 +28,14 @@ from infraplan.validation import (RowResult, ValidationReport, row_float, row_in
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
            "metric", "value")
+# The capacity fixes name deployment fields; a row sets them through its cells (its
+# pipeline stages are num_gpus / tp, its batch limit the batch cell or the engine's)
+ROW_TERMS = (
+    (r"raise tp \(now (\d+)\) or pp \(now \d+\)", r"raise tp (now \1) or num_gpus"),
+    (r"lower the batch limits \(max_num_seqs or a static batch_size: now ([\d,]+); "
+     r"max_num_batched_tokens: now ([\d,]+)\)",
+     r"lower the batch cell (the limits now: \1 sequences, \2 batched tokens)"),
+    (r"quantize the weights \(fp8, int4\)", "quantize the weights (weight_dtype fp8 or int4)"))
 # Throughputs over the run's makespan, as `metrics.summarize` reports them.
 THROUGHPUT_METRICS = {"output_tok_s": "output_tokens_per_s",
                       "total_tok_s": "total_tokens_per_s", "requests_per_s": "requests_per_s"}
@@ -204,4 +212,4 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
 
 def validate_serving(path: str | Path, progress=None) -> ValidationReport:
     return validate_file(path, COLUMNS, "serving", predict_row, progress,
-                         optional=("derivation", "engine"))
+                         optional=("derivation", "engine"), terms=ROW_TERMS)

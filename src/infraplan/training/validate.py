@@ -29,6 +29,16 @@ COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "
 METRICS = ("step_s", "gpu_hours", "tokens_per_s", "tokens_per_s_per_gpu")
 
 
+# The planner's fixes name scenario keys; a row sets the same knobs in its cells
+ROW_TERMS = (
+    (r"\bunpin pin\.(\w+) and pin\.(\w+)", r"empty the \1 and \2 cells"),
+    (r"\bunpin pin\.(\w+)", r"empty the \1 cell"),
+    (r"\bpin\.(tp|pp|dp|cp|ep|zero|recompute|sequence_parallel|micro_batch)\b", r"the \1 cell"),
+    (r"\btraining\.(global_batch|seq_len|precision|tokens)\b", r"the \1 cell"),
+    (r"\bhardware\.counts\b", "the num_gpus cell"),
+    (r"; or remove \S+ from the accelerators, or use one with", ", or the gpu cell to one with"))
+
+
 def _pinned(value, default):
     return default if value is None else (value,)
 
@@ -75,4 +85,4 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
 
 
 def validate_training(path: str | Path, progress=None) -> ValidationReport:
-    return validate_file(path, COLUMNS, "training", predict_row, progress)
+    return validate_file(path, COLUMNS, "training", predict_row, progress, terms=ROW_TERMS)
