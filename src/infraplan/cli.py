@@ -63,7 +63,9 @@ def _number(low: float, *, above: bool, high: float | None = None):
 def _add_memory(sub) -> None:
     p = sub.add_parser("memory", help="will a training / fine-tuning job fit? memory per GPU",
                        description="Memory per accelerator of one training or fine-tuning "
-                                   "plan, and whether it fits. Flags override the scenario.")
+                                   "plan, and whether it fits. Flags override the scenario.",
+                       epilog="exit status: 0 when the plan fits, 1 when it does not (the "
+                              "report says what would make it fit), 2 on bad input")
     p.add_argument("scenario", nargs="?", help="scenario YAML (see examples/)")
     p.add_argument("--model", help="catalog model ('llama-3.1-70b') or config.json path")
     p.add_argument("--gpu", help="accelerator name or alias ('h100', 'a100-sxm4-80gb')")
@@ -135,11 +137,11 @@ def _run_memory(args) -> int:
         scenario = scenario_of(flags)
     check = fit_check(scenario)
     report = check.report
-    return emit(args, "memory", check.to_json(),
-                lambda: memory_report(check),
-                lambda: ("fits" if report.fits else "DOES NOT FIT") +
-                f": {report.total_bytes / 2**30:,.2f} GiB of "
-                f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")
+    emit(args, "memory", check.to_json(), lambda: memory_report(check),
+         lambda: ("fits" if report.fits else "DOES NOT FIT") +
+         f": {report.total_bytes / 2**30:,.2f} GiB of "
+         f"{report.capacity_bytes / 2**30:,.2f} GiB per accelerator")
+    return 0 if report.fits else 1  # a check a script can test: `infraplan memory job.yaml &&`
 
 
 def _add_catalog(sub) -> None:

@@ -40,10 +40,17 @@ def test_memory_json_has_the_documented_keys(capsys):
 
 
 def test_memory_text_says_whether_it_fits_and_how_to_fix(capsys):
-    code, out, _ = run(capsys, "memory", "--model", "llama-3.1-70b", "--gpu", "h100",
-                       "--num-gpus", "32", "--tp", "8", "--zero", "1", "--seq-len", "8192")
-    assert code == 0
+    """A plan that does not fit is an answer (exit 1, with the fixes), not bad input (2)."""
+    argv = ("memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "32",
+            "--tp", "8", "--zero", "1", "--seq-len", "8192")
+    code, out, _ = run(capsys, *argv)
+    assert code == 1
     assert "DOES NOT FIT" in out and "--recompute full" in out
+    for extra in (("--json",), ("--quiet",)):
+        code, out, _ = run(capsys, *argv, *extra)
+        assert code == 1 and ("DOES NOT FIT" in out or '"fits": false' in out)
+    code, out, _ = run(capsys, *argv, "--recompute", "full", "--quiet")
+    assert code == 0 and out.startswith("fits: ")
 
 
 def test_memory_takes_the_chips_16_bit_type_without_a_precision(capsys):
@@ -51,10 +58,10 @@ def test_memory_takes_the_chips_16_bit_type_without_a_precision(capsys):
     argv = ("memory", "--model", "llama-3.1-8b", "--gpu", "v100", "--num-gpus", "8",
             "--zero", "3", "--json")
     code, out, _ = run(capsys, *argv)
-    assert code == 0
+    assert code == 1  # it runs (35.7 GiB of 32 GiB: exit 1, does not fit)
     assert json.loads(out)["options"]["precision"] == "fp16"
     code, out, _ = run(capsys, *argv, "--precision", "fp16")
-    assert code == 0 and json.loads(out)["options"]["precision"] == "fp16"
+    assert code == 1 and json.loads(out)["options"]["precision"] == "fp16"
     code, _, err = run(capsys, *argv, "--precision", "bf16")
     assert code == 2 and "v100-sxm2-32gb does not support bf16" in err
 
@@ -149,7 +156,7 @@ def test_a_multimodal_checkpoints_tower_is_named_wherever_its_model_is(tmp_path,
     code, out, _ = run(capsys, "model", str(config))
     assert code == 0 and out.strip().endswith("note: " + note)
     code, out, _ = run(capsys, "memory", "--model", str(config), "--gpu", "h100", "--json")
-    assert code == 0 and note in json.loads(out)["notes"]
+    assert code == (0 if json.loads(out)["fits"] else 1) and note in json.loads(out)["notes"]
     scenario = tmp_path / "serve.yaml"
     scenario.write_text(f"model: {config}\ndeployment: {{gpu: h100}}\ntraffic: "
                         "{num_requests: 20, arrival: {kind: poisson, rate_per_s: 1}, input: "
@@ -424,12 +431,12 @@ def test_a_flag_that_leaves_a_context_drops_the_files_settings_of_it(tmp_path, c
     qlora = ROOT / "examples" / "memory-llama-3.1-8b-qlora.yaml"
     code, out, _ = run(capsys, "memory", str(qlora), "--finetune", "full", "--json")
     data = json.loads(out)
-    assert code == 0 and data["trainable_params_per_gpu"] == data["params_total"] > 8e9
+    assert code == 1 and data["trainable_params_per_gpu"] == data["params_total"] > 8e9
     partial = tmp_path / "partial.yaml"
     partial.write_text("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 4096}\n"
                        "parallelism: {recompute: full, recompute_fraction: 0.5}\n")
     code, out, _ = run(capsys, "memory", str(partial), "--recompute", "selective")
-    assert code == 0 and "recompute=selective" in out
+    assert code == 1 and "recompute=selective" in out and "DOES NOT FIT" in out
     code, _, err = run(capsys, "memory", str(qlora), "--finetune", "full", "--lora-rank", "8")
     assert code == 2 and err.startswith("error: --lora-rank applies only to a LoRA or QLoRA")
 

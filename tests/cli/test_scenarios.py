@@ -104,7 +104,7 @@ def test_when_no_single_change_fits_pairs_are_offered(capsys):
     assert not suggest_fixes(check.report)
     argv = ["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "8",
             "--cp", "8", "--seq-len", "131072"]
-    assert main(argv) == 0
+    assert main(argv) == 1  # does not fit
     out = capsys.readouterr().out
     assert "No single change fits; pairs of changes that do:\n  --recompute full --zero 1 " \
         in out
@@ -112,7 +112,7 @@ def test_when_no_single_change_fits_pairs_are_offered(capsys):
     assert "FITS" in capsys.readouterr().out
     # and when no pair is enough either, it says so
     assert main(["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8",
-                 "--tp", "8"]) == 0
+                 "--tp", "8"]) == 1
     assert "No single change or pair of changes makes this plan fit." in \
         capsys.readouterr().out
 
