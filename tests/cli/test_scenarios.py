@@ -89,6 +89,25 @@ def test_a_zero_stage_beyond_the_next_is_offered_when_only_it_fits():
     assert zero == ["--zero 1"]
 
 
+def test_an_optimizer_with_smaller_states_is_offered_when_it_fits():
+    """8B on one H100: 8-bit Adam keeps the fp32 master copy (6 bytes a parameter) and
+    does not fit alone; pure bf16 Adam (4 bytes) does. The fixes offered only 8-bit Adam
+    and said no single change fits."""
+    from infraplan.training.fit_check import fit_check, scenario_from_flags
+
+    flags = {"model": "llama-3.1-8b", "gpu": "h100", "zero": 1}  # `infraplan memory`'s
+    check = fit_check(scenario_from_flags(flags))
+    assert not check.report.fits and check.changes_per_fix == 1
+    fixes = dict(check.fixes)
+    assert list(fixes) == ["--optimizer adamw-bf16"] and fixes["--optimizer adamw-bf16"].fits
+    eight_bit = fit_check(scenario_from_flags({**flags, "optimizer": "adamw-8bit"}))
+    assert not eight_bit.report.fits
+    assert check.report.total_bytes > eight_bit.report.total_bytes \
+        > fixes["--optimizer adamw-bf16"].total_bytes
+    assert [label for label, _ in eight_bit.fixes] == ["--recompute full",
+                                                       "--optimizer adamw-bf16"]
+
+
 def test_when_no_single_change_fits_pairs_are_offered(capsys):
     from infraplan.cli import main
     from infraplan.training.fit_check import fit_check, scenario_from_flags
@@ -99,7 +118,8 @@ def test_when_no_single_change_fits_pairs_are_offered(capsys):
              "seq_len": 131072}
     check = fit_check(scenario_from_flags(flags))
     assert not check.report.fits and check.changes_per_fix == 2
-    assert [label for label, _ in check.fixes] == ["--recompute full --zero 1"]
+    assert [label for label, _ in check.fixes] == ["--recompute full --zero 1",
+                                                   "--recompute full --optimizer adamw-bf16"]
     assert all(fixed.fits for _, fixed in check.fixes)
     assert not suggest_fixes(check.report)
     argv = ["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "8",
@@ -111,8 +131,8 @@ def test_when_no_single_change_fits_pairs_are_offered(capsys):
     assert main([*argv, "--recompute", "full", "--zero", "1"]) == 0
     assert "FITS" in capsys.readouterr().out
     # and when no pair is enough either, it says so
-    assert main(["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "8",
-                 "--tp", "8"]) == 1
+    assert main(["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                 "--tp", "4"]) == 1
     assert "No single change or pair of changes makes this plan fit." in \
         capsys.readouterr().out
 

@@ -245,7 +245,9 @@ def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
         assert again["fits"] and again["total_bytes"] == fix["total_bytes"], button
     if knob == "recompute":
         assert answer["result"]["changes_per_fix"] == 2
-        assert [b["fields"] for b in buttons] == [{"zero": "1", "recompute": "full"}]
+        assert [b["fields"] for b in buttons] == [{"zero": "1", "recompute": "full"},
+                                                  {"recompute": "full",
+                                                   "optimizer": "adamw-bf16"}]
         titles = [t["title"] for sec in answer["document"]["sections"]
                   for t in sec.get("tables", [])]
         assert "no single change fits; pairs of changes that do" in titles

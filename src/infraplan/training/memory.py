@@ -179,6 +179,9 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
                            global_batch=job.global_batch)
 
 
+SMALLER_OPTIMIZERS = {"adamw": ("adamw-8bit", "adamw-bf16"), "adamw-8bit": ("adamw-bf16",)}
+
+
 def _fix_tries(plan: ParallelPlan, options: MemoryOptions, node_gpus: int
                ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """Each knob change that saves memory: (its CLI flags, plan fields, option fields).
@@ -200,8 +203,10 @@ def _fix_tries(plan: ParallelPlan, options: MemoryOptions, node_gpus: int
                           {name: value, "dp": plan.dp // 2}, {}))
     if options.finetune == "lora":
         tries.append(("--finetune qlora", {}, {"finetune": "qlora"}))
-    if options.optimizer == "adamw":
-        tries.append(("--optimizer adamw-8bit", {}, {"optimizer": "adamw-8bit"}))
+    # smaller optimizer states, the milder change first: 8-bit moments keep the fp32
+    # master weights (6 bytes per parameter), pure bf16 drops them (4; states.py)
+    for name in SMALLER_OPTIMIZERS.get(options.optimizer, ()):
+        tries.append((f"--optimizer {name}", {}, {"optimizer": name}))
     return tries
 
 
