@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from infraplan.cli import main
+from infraplan.serving.deployment import Deployment
 from infraplan.serving.validate import engine_for_row, engine_version_for_row, validate_serving
 from tests.conftest import assert_meets_thresholds, assert_readme_quotes
 
@@ -136,13 +137,34 @@ def test_serving_costs_and_energy_are_itemised():
                     "output": {"kind": "fixed", "value": 10}},
         "costs": {"egress_gb": 1000, "monitoring_usd_per_month": 150},
         "energy": {"region": "europe-west4", "pue": 1.1}})
-    month = scenario.monthly_economics("h100", 4)
+    month = scenario.monthly_economics(Deployment(model="llama-3.1-8b", gpu="h100",
+                                                  replicas=4))
     items = {i["name"]: i["usd"] for i in month["cost"]["items"]}
     assert items == pytest.approx({"compute (reserved-1y)": 4 * 730.56 * 2.0,
                                    "egress": 1000 * 0.09, "monitoring": 150.0})
     kwh = 4 * 0.7 * 730.56 * 1.1
     assert month["energy_kwh"] == pytest.approx(kwh)
     assert month["carbon_kg_co2e"] == pytest.approx(kwh * month["g_co2e_per_kwh"] / 1e3)
+
+
+def test_a_replica_is_priced_on_an_instance_that_holds_its_tp_group():
+    """Without prices: one-GPU replicas take the cheapest one-GPU VM; a TP=8 replica needs
+    an 8-GPU node (its all-reduces ride NVLink), not eight one-GPU VMs at their price."""
+    from infraplan.economics.offers import offers_for
+    from infraplan.serving.scenario import ServeScenario
+
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-70b", "traffic": {
+            "arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 10,
+            "input": {"kind": "fixed", "value": 10}, "output": {"kind": "fixed", "value": 10}}})
+    offers = offers_for("h100")
+    node = min(o.usd_per_gpu_hour() for o in offers if o.count >= 8)
+    assert min(o.usd_per_gpu_hour() for o in offers) < node  # the catalog's 1-GPU VMs
+    for tp, price in ((1, offers[0].usd_per_gpu_hour()), (8, node)):
+        dep = Deployment(model="llama-3.1-70b", gpu="h100", tp=tp, replicas=2)
+        compute = scenario.monthly_economics(dep)["cost"]["items"][0]
+        assert compute["usd"] == pytest.approx(2 * tp * 730.56 * price)
+        assert ("8+ GPUs an instance" in compute["formula"]) == (tp == 8)
 
 
 @pytest.mark.parametrize("text, needle", [

@@ -29,8 +29,9 @@ def test_every_plan_carries_line_items_that_sum_and_price_its_gpu_hours():
         cost = plan.economics["cost"]
         assert math.isclose(cost["total_usd"], sum(i["usd"] for i in cost["items"]))
         compute = cost["items"][0]
+        # 8 to 32 GPUs rent whole 8-GPU nodes, not the one-GPU VMs that sell for less
         price = 3.0 if plan.accelerator == "h100-sxm5-80gb" else \
-            price_per_gpu_hour("a100-sxm4-80gb", "on_demand")
+            price_per_gpu_hour("a100-sxm4-80gb", "on_demand", instance_gpus=8)
         assert compute["usd"] == pytest.approx(plan.gpu_hours * price)
         # 4 x 112 GB + 80 GB at S3's $0.023/GB-month for the run's months
         months = plan.time_to_train_s / (30.44 * 86400)
@@ -76,7 +77,7 @@ def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
     with pytest.raises(ValueError, match=r"prices.h100\n.*less than or equal to 1000"):
         _scenario(prices={"h100": 1e300})  # printed a 300-digit cost
 
-    def no_offer(gpu, pricing):
+    def no_offer(gpu, pricing, **_):
         raise InputError(f"no {pricing} price for {gpu} in the catalog")
 
     monkeypatch.setattr("infraplan.economics.spec.cheapest", no_offer)

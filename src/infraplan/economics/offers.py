@@ -182,12 +182,15 @@ def offers_for(accelerator: str, provider: str | None = None, region: str | None
 
 
 def cheapest(accelerator: str, pricing: str = "on_demand", providers: list[str] | None = None,
-             regions: list[str] | None = None, *, offers: list[Offer] | None = None) -> Offer:
-    """The offer with the lowest price per accelerator-hour; an InputError says what exists
-    when nothing matches."""
+             regions: list[str] | None = None, *, offers: list[Offer] | None = None,
+             instance_gpus: int = 1) -> Offer:
+    """The offer with the lowest price per accelerator-hour among instances of at least
+    `instance_gpus` accelerators (a multi-node job rents whole nodes: a one-GPU VM has no
+    NVLink to its neighbours nor the node's NICs); when none is that large, the cheapest of
+    any size. An InputError says what exists when nothing matches."""
     matches = _matching(accelerator, pricing, providers, regions, offers)
     if matches:
-        return matches[0]
+        return next((o for o in matches if o.count >= instance_gpus), matches[0])
     gpu = load_catalog().accelerators.get(accelerator).name
     table = load_offers() if offers is None else offers
     sold = [o for o in table if o.accelerator == gpu]
@@ -206,10 +209,11 @@ def cheapest(accelerator: str, pricing: str = "on_demand", providers: list[str] 
 
 def price_per_gpu_hour(accelerator: str, pricing: str = "on_demand",
                        providers: list[str] | None = None, regions: list[str] | None = None,
-                       *, offers: list[Offer] | None = None) -> float:
-    """The lowest price of one accelerator-hour (USD) among the matching offers."""
-    return cheapest(accelerator, pricing, providers, regions,
-                    offers=offers).usd_per_gpu_hour(pricing)
+                       *, offers: list[Offer] | None = None, instance_gpus: int = 1) -> float:
+    """The lowest price of one accelerator-hour (USD) among the matching offers (of
+    instances with `instance_gpus` or more, as `cheapest` picks them)."""
+    return cheapest(accelerator, pricing, providers, regions, offers=offers,
+                    instance_gpus=instance_gpus).usd_per_gpu_hour(pricing)
 
 
 def _matching(accelerator: str, pricing: str, providers: list[str] | None,

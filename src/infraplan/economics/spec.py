@@ -13,7 +13,7 @@ plan with the same numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -61,13 +61,24 @@ class EnergySpec(StrictNumbers):
         return facility_value("pue")
 
 
-def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str) -> float:
+def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str,
+                       instance_gpus: int = 1) -> float:
     """The scenario's price for an accelerator (keys may be aliases), else the cheapest
-    offer in the catalog for `pricing`."""
-    return priced(gpu, prices=prices, pricing=pricing)[0]
+    offer in the catalog for `pricing` of instances with `instance_gpus` or more."""
+    return priced(gpu, prices=prices, pricing=pricing, instance_gpus=instance_gpus)[0]
 
 
-def priced(gpu: str, *, prices: dict[str, float], pricing: str) -> tuple[float, str]:
+def instance_gpus_for(gpu: str, num_gpus, system=None):
+    """Accelerators one rented instance must hold for a job (or a serving replica) of
+    `num_gpus` (an int, or an array of them): all of them up to a node of `system` (the
+    accelerator's default node type), whole nodes beyond."""
+    from infraplan.physics import hardware
+
+    return np.minimum(num_gpus, hardware.cluster(gpu, system).system.accelerators_per_node)
+
+
+def priced(gpu: str, *, prices: dict[str, float], pricing: str,
+           instance_gpus: int = 1) -> tuple[float, str]:
     """price_per_gpu_hour and where it came from: the scenario, or the offer it picked (the
     cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
     to see that before trusting the bill)."""
@@ -76,33 +87,52 @@ def priced(gpu: str, *, prices: dict[str, float], pricing: str) -> tuple[float, 
     for key, price in prices.items():
         if catalog.accelerators.get(key).name == name:
             return price, "the scenario's price"
-    offer = cheapest(name, pricing)
+    offer = cheapest(name, pricing, instance_gpus=instance_gpus)
     where = f" ({offer.region})" if offer.region else ""
+    size = "" if instance_gpus <= 1 else (
+        f" of {instance_gpus}+ GPUs an instance" if offer.count >= instance_gpus else
+        f" (none in the table holds {instance_gpus} in one instance)")
     return offer.usd_per_gpu_hour(pricing), (
-        f"cheapest {pricing.replace('_', '-')} offer: {offer.provider} "
+        f"cheapest {pricing.replace('_', '-')} offer{size}: {offer.provider} "
         f"{offer.instance_type}{where}; set prices: {{{name}: ...}} for yours")
 
 
 @dataclass(frozen=True)
 class LinearCost:
-    """total_usd = gpu_hours x usd_per_gpu_hour[gpu] + fixed_usd + usd_per_s x duration_s."""
+    """total_usd = gpu_hours x price(gpu, instance size) + fixed_usd + usd_per_s x duration_s."""
 
-    usd_per_gpu_hour: dict[str, float]
+    prices: dict[str, float]
+    pricing: str
     fixed_usd: float
     usd_per_s: float
+    _rates: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, gpus: list[str], *, prices: dict[str, float], pricing: str,
               costs: CostInputs) -> LinearCost:
-        per_gpu = {g: price_per_gpu_hour(g, prices=prices, pricing=pricing) for g in gpus}
+        for g in gpus:  # an accelerator without any price fails here, before the search
+            price_per_gpu_hour(g, prices=prices, pricing=pricing)
         # plan_cost is affine in duration for fixed inputs: read off its two coefficients
         month_s = 30.44 * 86400.0
         at_zero = plan_cost(0.0, 0.0, 0.0, costs).total_usd
         at_month = plan_cost(0.0, 0.0, month_s, costs).total_usd
-        return cls(per_gpu, at_zero, (at_month - at_zero) / month_s)
+        return cls(dict(prices), pricing, at_zero, (at_month - at_zero) / month_s)
 
-    def total_usd(self, gpu: str, gpu_hours, duration_s):
-        return np.asarray(gpu_hours) * self.usd_per_gpu_hour[gpu] + self.fixed_usd + \
+    def usd_per_gpu_hour(self, gpu: str, instance_gpus: int = 1) -> float:
+        key = (gpu, instance_gpus)
+        if key not in self._rates:
+            self._rates[key] = price_per_gpu_hour(gpu, prices=self.prices,
+                                                  pricing=self.pricing,
+                                                  instance_gpus=instance_gpus)
+        return self._rates[key]
+
+    def total_usd(self, gpu: str, gpu_hours, duration_s, instance_gpus=1):
+        """Vectorised over plans; `instance_gpus` (instance_gpus_for each plan) may be an
+        array, priced once per distinct size."""
+        sizes, at = np.unique(np.asarray(instance_gpus), return_inverse=True)
+        rate = np.array([self.usd_per_gpu_hour(gpu, int(n)) for n in sizes])[at]
+        rate = rate.reshape(np.shape(instance_gpus))
+        return np.asarray(gpu_hours) * rate + self.fixed_usd + \
             self.usd_per_s * np.asarray(duration_s)
 
 
@@ -126,16 +156,17 @@ class PlanEconomics:
 
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
-                   energy: EnergySpec, compute_label: str = "compute") -> PlanEconomics:
-    """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`.
-    Without a price for the accelerator the cost is None and says why; energy and carbon
-    are always there."""
+                   energy: EnergySpec, compute_label: str = "compute",
+                   instance_gpus: int = 1) -> PlanEconomics:
+    """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
+    priced on instances of `instance_gpus` or more (instance_gpus_for). Without a price for
+    the accelerator the cost is None and says why; energy and carbon are always there."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
     try:
-        price, basis = priced(gpu, prices=prices, pricing=pricing)
+        price, basis = priced(gpu, prices=prices, pricing=pricing, instance_gpus=instance_gpus)
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     label = f"{compute_label} ({pricing.replace('_', '-')})"

@@ -48,7 +48,7 @@ def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     requests = generate(stream_at(scenario.traffic, plan.rate_per_s, base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir)
     result = simulate(cand.deployment, requests, resolved=cand.resolved)
-    price, note = price_or_note(scenario, result.replica.gpu.name)
+    price, note = price_or_note(scenario, cand.deployment)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     return {"deployment": cand.deployment, "result": result, "summary": summary,
             "rate_per_s": plan.rate_per_s, "label": "the planned deployment at the planning "
@@ -243,7 +243,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         econ, econ_tables, econ_fig, notes = [], [], [], []
         if "cost" in summary:
             c = summary["cost"]
-            items = fig.cost_items(scenario.monthly_economics(gpu, dep.num_gpus))
+            items = fig.cost_items(scenario.monthly_economics(dep))
             figures["cost"] = fig.cost_figure(items, "Cost per month (30.44 days) by line item")
             econ = [item("cost per hour", dep.num_gpus * c["usd_per_gpu_hour"],
                          usd(dep.num_gpus * c["usd_per_gpu_hour"])),

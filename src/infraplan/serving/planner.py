@@ -24,7 +24,7 @@ from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, plan
                                          stationary_stream, violations)
 from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
                                             sixteen_bit)
-from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.scenario import ServeScenario, replica_instance_gpus
 from infraplan.serving.traffic import generate, mean_rate_per_s
 
 
@@ -168,9 +168,9 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                          engine=space.engine, max_num_seqs=ms)
         cand = Candidate(dep)
         try:
-            price = prices[gpu]
-            if isinstance(price, InputError):
-                raise price
+            if isinstance(prices[gpu], InputError):
+                raise prices[gpu]
+            price = scenario.price_per_gpu_hour(gpu, replica_instance_gpus(dep))
             resolved = resolve(dep, base_dir=base_dir, arch=arch)
         except InputError as exc:
             cand.reason = str(exc)  # with its fix: a price to give, a TP that divides
@@ -200,8 +200,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     ranked, confirmations = confirm_cheapest(scenario, candidates, rate, slo, base_dir)
     sims += confirmations
     for cand in ranked:
-        cand.economics = scenario.monthly_economics(cand.deployment.gpu,
-                                                    cand.deployment.num_gpus)
+        cand.economics = scenario.monthly_economics(cand.deployment)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {rate:.3g} requests/s",

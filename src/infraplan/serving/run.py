@@ -13,14 +13,16 @@ from pathlib import Path
 
 from infraplan.errors import InputError
 from infraplan.serving.metrics import require_completions, summarize
+from infraplan.serving.scenario import replica_instance_gpus
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 
 
-def price_or_note(scenario, gpu: str) -> tuple[float | None, str | None]:
-    """(the scenario's price of `gpu`, None), or (None, why there is none, with the fix)."""
+def price_or_note(scenario, dep) -> tuple[float | None, str | None]:
+    """(the scenario's price of `dep`'s accelerator on instances that hold a replica, None),
+    or (None, why there is none, with the fix)."""
     try:
-        return scenario.price_per_gpu_hour(gpu), None
+        return scenario.price_per_gpu_hour(dep.gpu, replica_instance_gpus(dep)), None
     except InputError as exc:
         return None, str(exc)
 
@@ -33,7 +35,7 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
     dep = scenario.deployment_spec(arch)
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
     result = simulate(dep, requests, base_dir=base_dir, arch=arch, progress=progress)
-    price, note = price_or_note(scenario, result.replica.gpu.name)
+    price, note = price_or_note(scenario, dep)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     require_completions(summary)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,

@@ -9,7 +9,8 @@ from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
-from infraplan.economics.spec import EnergySpec, Pricing, plan_economics, price_per_gpu_hour
+from infraplan.economics.spec import (EnergySpec, Pricing, instance_gpus_for, plan_economics,
+                                     price_per_gpu_hour)
 from infraplan.errors import InputError, close_matches
 from infraplan.models import ModelArch, uncounted_notes
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
@@ -137,17 +138,19 @@ class ServeScenario(SpecModel):
             scenario.deployment_spec()
         return scenario
 
-    def price_per_gpu_hour(self, gpu: str) -> float:
+    def price_per_gpu_hour(self, gpu: str, instance_gpus: int = 1) -> float:
         """The scenario's price for an accelerator (keys may be aliases), else the catalog's
-        lowest for the scenario's pricing."""
-        return price_per_gpu_hour(gpu, prices=self.prices, pricing=self.pricing)
+        lowest for the scenario's pricing on instances of `instance_gpus` or more."""
+        return price_per_gpu_hour(gpu, prices=self.prices, pricing=self.pricing,
+                                  instance_gpus=instance_gpus)
 
-    def monthly_economics(self, gpu: str, num_gpus: int) -> dict:
+    def monthly_economics(self, dep: Deployment) -> dict:
         """A deployment's month (30.44 days) as line items, energy and carbon."""
-        month_s = SECONDS_PER_MONTH
-        return plan_economics(gpu, num_gpus, num_gpus * month_s / 3600.0, month_s,
+        month_s, n = SECONDS_PER_MONTH, dep.num_gpus
+        return plan_economics(dep.gpu, n, n * month_s / 3600.0, month_s,
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
-                              energy=self.energy).to_json()
+                              energy=self.energy,
+                              instance_gpus=replica_instance_gpus(dep)).to_json()
 
     def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
         """The deployment; with no weight_dtype, a quantized checkpoint's own format (its
@@ -197,3 +200,9 @@ class ServeScenario(SpecModel):
         return [f"weights {stored.weight_dtype}: {arch.name}'s checkpoint stores them as "
                 f"{stored.describe()}; set deployment.weight_dtype to serve another format"]
 
+
+
+def replica_instance_gpus(dep) -> int:
+    """Accelerators one rented instance must hold for a replica: its TP x PP GPUs, up to a
+    node (a TP group needs the node's NVLink, not GPUs on separate VMs)."""
+    return int(instance_gpus_for(dep.gpu, dep.tp * dep.pp))

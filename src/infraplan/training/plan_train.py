@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infraplan.catalog.schema import Accelerator
-from infraplan.economics.spec import LinearCost, plan_economics
+from infraplan.economics.spec import LinearCost, instance_gpus_for, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
@@ -15,7 +15,7 @@ from infraplan.physics.memory.training import recompute_code
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          check_precision_peak, precisions_of)
 from infraplan.training.memory import model_notes
-from infraplan.training.search import SearchResult, search
+from infraplan.training.search import SearchResult, node_for, search
 from infraplan.training.space import Knobs
 from infraplan.workloads import TrainScenario
 
@@ -118,7 +118,8 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
                     progress=progress)
     if job.tokens:
         for plans in (result.best, result.frontier, result.by_accelerator):
-            plans[:] = [with_economics(p, scenario) for p in plans]
+            plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus))
+                        for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
@@ -206,9 +207,12 @@ def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
         return None
 
 
-def with_economics(plan: PlanResult, scenario: TrainScenario) -> PlanResult:
-    """The plan with its cost line items, facility energy and carbon attached."""
-    e = plan_economics(plan.accelerator, plan.plan.num_gpus, plan.gpu_hours,
+def with_economics(plan: PlanResult, scenario: TrainScenario, node=None) -> PlanResult:
+    """The plan with its cost line items, facility energy and carbon attached; priced on
+    instances of whole `node`s (the node type it was planned on) once it spans one."""
+    n = plan.plan.num_gpus
+    e = plan_economics(plan.accelerator, n, plan.gpu_hours,
                        plan.time_to_train_s, prices=scenario.prices, pricing=scenario.pricing,
-                       costs=scenario.billed_costs(), energy=scenario.energy)
+                       costs=scenario.billed_costs(), energy=scenario.energy,
+                       instance_gpus=int(instance_gpus_for(plan.accelerator, n, node)))
     return replace(plan, economics=e.to_json())

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infraplan.catalog.schema import System
-from infraplan.economics.spec import LinearCost
+from infraplan.economics.spec import LinearCost, instance_gpus_for
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
@@ -69,6 +69,12 @@ def _evaluate_gpu(arch, gpu, job, knobs, system, tick=None):
     return Evaluated(gpu, system, cols, out), space.candidates, len(cols["tp"])
 
 
+def node_for(system, gpu: str, gpus: list[str]):
+    """The node type `gpu` is planned on: its entry of a per-accelerator dict, or a named
+    node type when one accelerator is searched (a node type holds one accelerator)."""
+    return system.get(gpu) if isinstance(system, dict) else system if len(gpus) == 1 else None
+
+
 def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
            top: int = 5, system: str | System | dict[str, System] | None = None,
            deadline_s: float | None = None, budget_gpu_hours: float | None = None,
@@ -86,15 +92,15 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     start = time.perf_counter()
     evaluated, candidates, count = [], 0, 0
     for done, gpu in enumerate(gpus):
-        node = system.get(gpu) if isinstance(system, dict) else \
-            system if len(gpus) == 1 else None  # a named node type holds one accelerator
+        node = node_for(system, gpu, gpus)
         tick = None if progress is None else (
             lambda counts, done=done: progress(done * len(knobs.gpus) + counts,
                                                len(gpus) * len(knobs.gpus)))
         ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, node, tick)
         if cost is not None and "gpu_hours" in ev.out:
-            ev.out["cost_usd"] = cost.total_usd(gpu, ev.out["gpu_hours"],
-                                                ev.out["time_to_train_s"])
+            ev.out["cost_usd"] = cost.total_usd(
+                gpu, ev.out["gpu_hours"], ev.out["time_to_train_s"],
+                instance_gpus_for(gpu, ev.out["gpus"], node))
         evaluated.append(ev)
         candidates += cands
         count += n

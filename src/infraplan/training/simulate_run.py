@@ -176,10 +176,14 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     run, catalog = scenario.run, load_catalog()
     name = catalog.accelerators.get(gpu).name
     priced = any(catalog.accelerators.get(k).name == name for k in scenario.prices)
-    on_demand = price_per_gpu_hour(gpu, prices=scenario.prices, pricing="on_demand")
+    # whole nodes once the job spans one, as plan train prices it (economics.spec)
+    on_demand = price_per_gpu_hour(gpu, prices=scenario.prices, pricing="on_demand",
+                                   instance_gpus=min(n, per_node))
     prices = {"on_demand": on_demand}
     sources = {"on_demand": "the scenario's (prices:)" if priced
-               else "the catalog's cheapest on-demand offer"}
+               else "the catalog's cheapest on-demand offer" + (
+                   f" of {min(n, per_node)}+ GPUs an instance" if min(n, per_node) > 1
+                   else "")}
     spot = None
     if {"spot", "reserved_plus_spot"} & set(run.strategies):
         prices["spot"], sources["spot"] = run.spot.price(gpu, on_demand, scenario_priced=priced)
