@@ -180,6 +180,28 @@ def test_static_batching_waits_for_the_longest_output():
     assert two.first_token_s[4] > two.finish_s[3]
 
 
+@pytest.mark.parametrize("engine, version", [("tensorrt-llm", "0.9"),  # one static pass
+                                             ("vllm", None)])  # the in-flight batcher
+def test_static_batches_go_to_the_replica_free_first(engine, version):
+    """Replicas ran static batches one after another on one engine, with the cost and the
+    capacity of all of them: 4 replicas gave 1 replica's throughput."""
+    dep = DEP.model_copy(update={"engine": engine, "engine_version": version,
+                                 "batching": "static", "batch_size": 16,
+                                 "weight_dtype": "fp8"})
+    assert resolve(dep).static_executor == (version is None)
+    r = Requests(np.zeros(128), np.full(128, 500), np.full(128, 100))
+    one, four = simulate(dep, r), simulate(dep.model_copy(update={"replicas": 4}), r)
+    assert (one.replica_of == 0).all()
+    assert np.bincount(four.replica_of).tolist() == [32] * 4  # 2 batches of 16 each
+    # the same batches, four at a time: a quarter of the makespan, to the rounding
+    assert four.finish_s.max() == pytest.approx(one.finish_s.max() / 4, rel=1e-9)
+    assert sorted(four.finish_s - four.first_token_s) == pytest.approx(
+        sorted(one.finish_s - one.first_token_s), rel=1e-9)
+    for res, engines in ((one, 1), (four, 4)):  # back to back: every engine always busy
+        assert len(res.busy_s) == engines
+        assert res.busy_s.sum() == pytest.approx(engines * res.finish_s.max(), rel=1e-6)
+
+
 def test_a_static_batch_pays_the_host_floor_step_by_step():
     """Static decode steps cost max(a + b ctx, floor): with a floor between the first and the
     last step's GPU time, the finish times are the step-by-step sums. (TensorRT-LLM naming

@@ -67,8 +67,10 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
     replica_of = np.zeros(n, dtype=np.int32)
     engine_kv_blocks = r.memory.kv_blocks
     if dep.batching == "static":
-        engines = _executor_batches(r, requests, book) if r.static_executor \
-            else [_static(r, requests, book)]
+        run_batch = _executor_batch if r.static_executor else _static_batch
+        engines = [_replica(r, book, r.memory.kv_blocks, dep.batch_size)
+                   if r.static_executor else _StaticEngine() for _ in range(dep.replicas)]
+        _dispatch_batches(r, requests, book, engines, run_batch, replica_of)
     else:
         # Pipeline stages keep pp batches in flight: pp engines per replica, each with its
         # own scheduler and 1/pp of the cache, as vLLM's virtual engines (its V0 Scheduler
@@ -147,69 +149,64 @@ class _StaticEngine:
         self.timeline: list[tuple[float, int, int, int]] = []
 
 
-def _static(r: ResolvedReplica, requests: Requests, book: RequestBook) -> _StaticEngine:
-    """Static batching (FasterTransformer, TensorRT-LLM's gptSessionBenchmark): batches of
-    `batch_size` requests in arrival order; a batch starts when its last request has arrived
-    and the previous batch is done, prefills every prompt in one pass, then decodes until its
-    longest output is done, finished sequences still occupying their slots."""
-    size, step, block = r.deployment.batch_size, r.step, r.memory.block_size
-    out = _StaticEngine()
-    arrivals = requests.arrival_s
-    inp, outp = requests.input_tokens, requests.output_tokens
-    now = 0.0
+def _dispatch_batches(r: ResolvedReplica, requests: Requests, book: RequestBook, engines,
+                      run_batch, replica_of: np.ndarray) -> None:
+    """Batches of `batch_size` requests in arrival order, each to the replica free first;
+    a batch starts when its last request has arrived and that replica's previous batch is
+    done. `run_batch(engine, lo, hi, start)` runs requests lo..hi-1 and returns when the
+    replica is free again."""
+    size, free_at = r.deployment.batch_size, [0.0] * len(engines)
     for lo in range(0, len(requests), size):
         hi = min(lo + size, len(requests))
-        n = hi - lo
-        lengths_in, lengths_out = inp[lo:hi], outp[lo:hi]
-        blocks = int(np.sum(-(-(lengths_in + lengths_out) // block)))
-        if blocks > r.memory.kv_blocks:
-            raise InputError(f"static batch of {n} requests needs {blocks} KV blocks; the "
-                             f"cache holds {r.memory.kv_blocks}",
-                             fix="lower batch_size, raise tp or quantize the KV cache")
-        now = max(now, float(arrivals[hi - 1]))
-        tokens = int(lengths_in.sum())
-        pairs = float(np.sum(lengths_in * (lengths_in + 1) // 2))
-        prefill = _prefill_time(step, tokens, n, pairs)
-        now += prefill
-        first = now
-        steps = int(lengths_out.max()) - 1
-        decode_s = _static_decode(step, n, c=float(lengths_in.sum()) + n)
-        ends = first + decode_s(lengths_out - 1)
-        for i, rid in enumerate(range(lo, hi)):
-            book.first_token(rid, first)
-            book.finish(rid, float(ends[i]))
-        total = float(decode_s(np.array(steps)))
-        out.block_seconds += blocks * (prefill + total)
-        out.peak_used = max(out.peak_used, blocks)
-        out.busy_s += prefill + total
-        out.steps += 1 + steps
-        now = first + total
-        out.timeline.append((now, max(len(requests) - hi, 0), n, blocks))
-    return out
+        j = min(range(len(engines)), key=free_at.__getitem__)  # ties: the lowest index
+        start = max(free_at[j], float(requests.arrival_s[hi - 1]))
+        free_at[j] = run_batch(r, requests, book, engines[j], lo, hi, start)
+        replica_of[lo:hi] = j
 
 
-def _executor_batches(r: ResolvedReplica, requests: Requests,
-                      book: RequestBook) -> list[Replica]:
-    """Static batches handed to an in-flight batching scheduler (vLLM's, SGLang's and
+def _static_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
+                  out: _StaticEngine, lo: int, hi: int, start: float) -> float:
+    """Static batching (FasterTransformer, TensorRT-LLM's gptSessionBenchmark): the batch
+    prefills every prompt in one pass, then decodes until its longest output is done,
+    finished sequences still occupying their slots."""
+    step, block, n = r.step, r.memory.block_size, hi - lo
+    lengths_in, lengths_out = requests.input_tokens[lo:hi], requests.output_tokens[lo:hi]
+    blocks = int(np.sum(-(-(lengths_in + lengths_out) // block)))
+    if blocks > r.memory.kv_blocks:
+        raise InputError(f"static batch of {n} requests needs {blocks} KV blocks; the "
+                         f"cache holds {r.memory.kv_blocks}",
+                         fix="lower batch_size, raise tp or quantize the KV cache")
+    pairs = float(np.sum(lengths_in * (lengths_in + 1) // 2))
+    prefill = _prefill_time(step, int(lengths_in.sum()), n, pairs)
+    first = start + prefill
+    steps = int(lengths_out.max()) - 1
+    decode_s = _static_decode(step, n, c=float(lengths_in.sum()) + n)
+    ends = first + decode_s(lengths_out - 1)
+    for i, rid in enumerate(range(lo, hi)):
+        book.first_token(rid, first)
+        book.finish(rid, float(ends[i]))
+    total = float(decode_s(np.array(steps)))
+    out.block_seconds += blocks * (prefill + total)
+    out.peak_used = max(out.peak_used, blocks)
+    out.busy_s += prefill + total
+    out.steps += 1 + steps
+    out.timeline.append((first + total, max(len(requests) - hi, 0), n, blocks))
+    return first + total
+
+
+def _executor_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
+                    engine: Replica, lo: int, hi: int, start: float) -> float:
+    """A static batch handed whole to an in-flight batching scheduler (vLLM's, SGLang's and
     LMDeploy's offline generate(); TensorRT-LLM from 0.10, ModelRunnerCpp on the Executor
-    API; engines.yaml executor_static_batches): a batch is submitted whole once its last request
-    has arrived and the previous batch is done; the engine admits what its paged cache
+    API; engines.yaml executor_static_batches): the engine admits what its paged cache
     holds and the rest as earlier requests finish, so a batch larger than the cache runs
     in waves instead of failing."""
-    size = r.deployment.batch_size
-    engines, start = [], 0.0
-    for lo in range(0, len(requests), size):
-        hi = min(lo + size, len(requests))
-        e = _replica(r, book, r.memory.kv_blocks, size)
-        start = max(start, float(requests.arrival_s[hi - 1]))
-        e.run_until(start)
-        for rid in range(lo, hi):
-            e.submit(rid)
-        e.run_until(INF)
-        # a request the cache can never hold is dropped (NaN finish) and holds nothing up
-        start = max((t for t in book.finish_s[lo:hi] if t == t), default=start)
-        engines.append(e)
-    return engines
+    engine.run_until(start)
+    for rid in range(lo, hi):
+        engine.submit(rid)
+    engine.run_until(INF)
+    # a request the cache can never hold is dropped (NaN finish) and holds nothing up
+    return max((t for t in book.finish_s[lo:hi] if t == t), default=start)
 
 
 def _static_decode(step, n: int, c: float):
