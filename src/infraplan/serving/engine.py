@@ -39,6 +39,7 @@ INF = math.inf
 REFUSED_CONTEXT = "prompt + output longer than the model's {:,}-token context"
 REFUSED_KV = "prompt + output longer than the KV cache holds"
 REFUSED_BUDGET = "prompt longer than max_num_batched_tokens without chunked prefill"
+WATERMARK_FRACTION = 0.01  # vLLM V0 BlockSpaceManager's default watermark (Replica)
 TIMELINE_POINTS = 500
 
 
@@ -52,6 +53,13 @@ class Replica:
         self.capacity, self.B = kv_blocks, block_size
         self.max_seqs, self.budget = max_num_seqs, max_num_batched_tokens
         self.chunked, self.reserve = chunked_prefill, kv_policy == "reserve"
+        # Without chunked prefill a step is all prefill, so admission cannot set aside the
+        # running decodes' next blocks: vLLM V0 keeps a watermark of free blocks instead
+        # (block_manager.py, watermark=0.01: can_allocate admits a prompt only when
+        # free - needed >= 1% of the blocks). Without it a preempted sequence is re-admitted
+        # at once into the blocks it just freed and preempted again, step after step.
+        self.watermark = 0 if chunked_prefill or self.reserve else \
+            math.ceil(WATERMARK_FRACTION * kv_blocks)
         self.max_model_len = max_model_len  # None: the engine refuses no length
         self.now = 0.0
         self.g = 0  # decode steps run so far
@@ -156,7 +164,7 @@ class Replica:
             need = self._blocks(book.prompt[rid] + book.output[rid])  # as _mixed_step reserves
         else:
             need = 1 + self._new_blocks(1) if self.running else 1
-        return self.used + need <= self.capacity
+        return self.used + need + self.watermark <= self.capacity
 
     def _mixed_step(self) -> None:
         book, step, B = self.book, self.step, self.B
@@ -188,7 +196,7 @@ class Replica:
                 if chunks:
                     break
                 chunk = prompt - done  # a recomputed prompt outgrew the budget: alone
-            free = self.capacity - self.used - decode_blocks
+            free = self.capacity - self.used - decode_blocks - self.watermark
             held = -(-done // B)
             if reserve:
                 need = 0 if rid in self.reserved else -(-(prompt_of[rid] + book.output[rid])
