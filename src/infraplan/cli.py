@@ -192,7 +192,8 @@ def _run_model(args) -> int:
     if args.seq_len is not None and args.seq_len > MAX_SEQ_LEN:
         raise InputError(f"--seq-len must be <= {MAX_SEQ_LEN:,} (got {args.seq_len:,})")
     summary = model_summary(args.name, args.seq_len)
-    return emit(args, "model", summary, lambda: summary["text"])
+    return emit(args, "model", summary, lambda: summary["text"],
+                lambda: summary["text"].splitlines()[0])  # name, family, parameters
 
 
 def add_seed_flag(parser, seed_field: str) -> None:

@@ -111,6 +111,9 @@ def test_model_summary(capsys):
     code, out, _ = run(capsys, "model", "mixtral-8x7b", "--json")
     data = json.loads(out)
     assert code == 0 and data["params_active"] == 12_879_925_248
+    code, out, _ = run(capsys, "model", "mixtral-8x7b", "--quiet")  # printed all six lines
+    assert code == 0 and out.splitlines() == [data["text"].splitlines()[0]]
+    assert out.startswith("mixtral-8x7b (mixtral): 46.70B parameters")
 
 
 def test_model_summary_of_alternating_local_layers(capsys):

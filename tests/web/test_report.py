@@ -252,7 +252,12 @@ def test_a_memory_scenario_reports_its_breakdown_and_fixes_in_scenario_keys(tmp_
          f"{fixed.total_bytes / 2**30:,.2f}"] for label, fixed in check.fixes]
     assert fixes["rows"][0][0] == "parallelism.zero: 1"
     assert doc["memory"][0]["total_bytes"] == check.report.total_bytes
-    assert "infraplan memory check for llama-3.1-8b" in render_document(doc)
+    html = render_document(doc)
+    assert "infraplan memory check for llama-3.1-8b" in html
+    # ZeRO divides the states, not the parameter count the card shows: it says so
+    items = {i["label"]: i["value"] for s in doc["sections"] for i in s["items"]}
+    assert items["parameters per accelerator before ZeRO sharding"] == check.report.params_per_gpu
+    assert "SI units inside" not in html and "Memory in GiB" in html  # the report is GiB
     with pytest.raises(InputError, match="a memory report draws nothing at random"):
         build_document(path, seed=1)
 

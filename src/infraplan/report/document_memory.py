@@ -93,7 +93,7 @@ def memory_document(check, *, phrase: Callable[[str], str] = in_form_terms, titl
         item("parallel layout", plan.describe(), plan.describe()),
         item("parameters", r.params_total, f"{r.params_total:,}" + (
             f" ({r.params_active:,} active)" if r.params_active != r.params_total else "")),
-        item("parameters per accelerator", r.params_per_gpu,
+        item("parameters per accelerator before ZeRO sharding", r.params_per_gpu,
              f"{r.params_per_gpu:,.0f} ({r.trainable_params_per_gpu:,.0f} trainable)"),
         item("micro-batches per step", r.num_microbatches, f"{r.num_microbatches:,}"),
         item("fewest accelerators for the model states", min_gpus, f"{min_gpus:,}")],
