@@ -101,6 +101,16 @@ def test_a_weight_format_engines_do_not_ship_is_refused_with_the_choices(tmp_pat
         assert f"(got {name!r})" in err
 
 
+def test_an_unknown_draft_model_names_its_field(tmp_path, capsys):
+    """It printed the words of a bad top-level model: which of the two was wrong?"""
+    raw = copy.deepcopy(BASE)
+    raw["deployment"]["speculative"] = {"method": "draft", "acceptance_rate": 0.7,
+                                        "draft_model": "llama-9b"}
+    code, err = _run(tmp_path, capsys, raw)
+    assert code == 2 and err.startswith(
+        "error: deployment.speculative.draft_model: unknown model 'llama-9b'; did you mean")
+
+
 def test_engine_version_must_be_a_release_number():
     from infraplan.errors import InputError
     from infraplan.serving.deployment import Deployment

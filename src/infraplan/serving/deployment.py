@@ -254,7 +254,11 @@ def _draft_arch(target: ModelArch, draft_model: str, base_dir: Path | None) -> M
     vocabulary (vLLM's SpeculativeConfig.verify_equal_vocab_size_if_draft_model: "Target
     and draft model should have the same vocabulary size"), or a draft at least as large
     as the target (each drafted token would cost a target step or more)."""
-    draft = load_model(draft_model, base_dir=base_dir)
+    try:
+        draft = load_model(draft_model, base_dir=base_dir)
+    except InputError as exc:  # the same words as a bad top-level model: name the field
+        raise InputError(f"deployment.speculative.draft_model: {exc.message}",
+                         fix=exc.fix) from None
     if draft.vocab_size != target.vocab_size:
         raise InputError(
             f"deployment.speculative.draft_model {draft.name} has a vocabulary of "
