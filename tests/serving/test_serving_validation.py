@@ -15,6 +15,10 @@ from tests.conftest import assert_meets_thresholds, assert_readme_quotes
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# the serving CSV schema's HEADER row (validation/README.md), for the files tests write
+HEADER = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
+          "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+
 
 @pytest.fixture(scope="module")
 def dev_report():
@@ -258,8 +262,6 @@ def test_simulate_serve_replays_a_trace(tmp_path, capsys):
 def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
     """Rows the hidden sets may hold: latency metrics, Poisson arrivals, int4/int8 weights,
     an int8 KV cache, multi-node pipeline replicas, an engine the catalog lacks."""
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     rows = [
         "a,s,llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,512,128,400,poisson,5,,ttft_p50_s,0.05,"
         "vLLM 0.6.3,",
@@ -273,7 +275,7 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
         "2000,vllm,",
     ]
     path = tmp_path / "rows.csv"
-    path.write_text(header + "\n".join(rows) + "\n")
+    path.write_text(HEADER + "\n".join(rows) + "\n")
     report = validate_serving(path)
     assert not report.failed, report.failed
     by_id = {r.id: r for r in report.rows}
@@ -287,10 +289,8 @@ def test_rows_of_every_metric_arrival_and_format_predict(tmp_path):
 
 def test_a_failed_rows_fix_names_the_csv_cells_not_deployment_fields(tmp_path):
     """A row has no pp or max_num_seqs: its pipeline is num_gpus / tp, its limit the batch."""
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     path = tmp_path / "rows.csv"
-    path.write_text(header + "big,s,llama-3.1-70b,a100-sxm4-40gb,1,1,bf16,bf16,128,128,50,"
+    path.write_text(HEADER + "big,s,llama-3.1-70b,a100-sxm4-40gb,1,1,bf16,bf16,128,128,50,"
                              "offline,,,output_tok_s,1000,vLLM,\n"
                     + "batch,s,llama-3.1-8b,h100,1,1,bf16,bf16,128,128,50,static_batch,,"
                       "100000,output_tok_s,1000,vLLM,\n")
@@ -304,11 +304,9 @@ def test_a_failed_rows_fix_names_the_csv_cells_not_deployment_fields(tmp_path):
 def test_each_row_names_what_its_numbers_measure(tmp_path, capsys):
     """A file of throughputs and latencies printed 2,461 beside 0.08 with nothing to say
     which is tokens/s and which seconds; one metric for the file is named once."""
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     body = "llama-3.1-8b,h100-sxm5-80gb,1,1,fp8,fp8,128,128,50,offline,,,"
     path = tmp_path / "rows.csv"
-    path.write_text(header + f"tput,s,{body}output_tok_s,1000,vLLM,\n"
+    path.write_text(HEADER + f"tput,s,{body}output_tok_s,1000,vLLM,\n"
                     + f"first,s,{body}ttft_p50_s,0.5,vLLM,\n")
     assert main(["validate", "serving", str(path)]) == 0
     table = capsys.readouterr().out.split("\n\n")[0].splitlines()
@@ -318,7 +316,7 @@ def test_each_row_names_what_its_numbers_measure(tmp_path, capsys):
     assert main(["validate", "serving", str(path), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["metric"] for r in rows] == ["output_tok_s", "ttft_p50_s"]
-    path.write_text(header + f"tput,s,{body}output_tok_s,1000,vLLM,\n")
+    path.write_text(HEADER + f"tput,s,{body}output_tok_s,1000,vLLM,\n")
     assert main(["validate", "serving", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "metric: output_tok_s" and lines[1].split()[:2] == ["row", "predicted"]
@@ -399,11 +397,9 @@ def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
     from infraplan.serving.simulate import simulate
     from infraplan.serving.validate import METRICS, deployment_for_row, requests_for_row
 
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     body = "llama-3.1-8b,h100-sxm5-80gb,1,1,bf16,bf16,467,256,300,poisson,16,"
     path = tmp_path / "rows.csv"
-    path.write_text(header + "".join(f"{m},s,{body},{m},0.01,TensorRT-LLM,\n"
+    path.write_text(HEADER + "".join(f"{m},s,{body},{m},0.01,TensorRT-LLM,\n"
                                      for m in METRICS))
     report = validate_serving(path)
     assert not report.failed, report.failed
@@ -434,7 +430,7 @@ def test_every_metric_is_its_statistic_of_the_simulated_requests(tmp_path):
     assert got["e2e_mean_s"] == pytest.approx(got["ttft_mean_s"] + 255 * got["tpot_mean_s"],
                                               rel=1e-9)
 
-    path.write_text(header + f"x,s,{body},ttft_p95_s,0.01,vLLM,\n")
+    path.write_text(HEADER + f"x,s,{body},ttft_p95_s,0.01,vLLM,\n")
     (failed,) = validate_serving(path).failed
     assert "metric 'ttft_p95_s' is not one of output_tok_s, total_tok_s" in failed.error
     assert "did you mean" in failed.error and "ttft_p99_s" in failed.error
@@ -513,11 +509,9 @@ def test_a_bad_serving_cell_fails_its_row_with_the_column_named(tmp_path, capsys
 def test_a_failed_row_states_its_reason_once_below_the_table(tmp_path, capsys):
     """The terminal table keeps its width for the rows that predicted; the failed row's
     reason (here a long list of metrics) is printed once, after the summary."""
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     body = "llama-3.1-8b,h100-sxm5-80gb,1,1,fp8,fp8,128,128,50,offline,,,"
     path = tmp_path / "rows.csv"
-    path.write_text(header + f"good,s,{body}output_tok_s,1000,vLLM,\n"
+    path.write_text(HEADER + f"good,s,{body}output_tok_s,1000,vLLM,\n"
                     + f"bad,s,{body}ttft_p95_s,0.01,vLLM,\n")
     assert main(["validate", "serving", str(path)]) == 0
     out = capsys.readouterr().out
@@ -530,10 +524,8 @@ def test_a_failed_row_states_its_reason_once_below_the_table(tmp_path, capsys):
 
 
 def test_a_file_whose_rows_all_fail_says_so_instead_of_printing_nan(tmp_path, capsys):
-    header = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-              "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
     path = tmp_path / "rows.csv"
-    path.write_text(header + "bad,s,llama-3.1-8b,h100-sxm9,1,1,fp8,fp8,128,128,50,offline,,,"
+    path.write_text(HEADER + "bad,s,llama-3.1-8b,h100-sxm9,1,1,fp8,fp8,128,128,50,offline,,,"
                     "output_tok_s,1000,vLLM,\n")
     for quiet in ([], ["--quiet"]):
         assert main(["validate", "serving", str(path), *quiet]) == 2  # nothing predicted
