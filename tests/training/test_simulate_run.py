@@ -295,3 +295,22 @@ def test_an_advisor_band_given_as_a_figure_names_the_band_that_holds_it(tmp_path
            "'5-10%', '10-15%', '15-20%', '>20%'), not a single figure" in err
     assert f"to fix: write advisor_band: '{band}'" in err and fix in err
     assert err.count("\n") == 1
+
+
+def test_without_prices_every_strategy_rents_whole_nodes_as_plan_train_does():
+    """64 GPUs rent 8-GPU nodes for on-demand, spot and reserved alike, at the price
+    plan train bills (the catalog's one-GPU VMs are cheaper per GPU-hour)."""
+    from infraplan.economics.offers import offers_for
+
+    scenario = TrainScenario.model_validate({**{k: v for k, v in BASE.items()
+                                                if k != "prices"},
+                                             "run": {"trials": 50}})
+    plan = plan_training(scenario).best[0]
+    sim = simulate_training_run(scenario, plan)
+    node = min(o.usd_per_gpu_hour() for o in offers_for("h100") if o.count >= 8)
+    assert sim.prices_usd_per_gpu_hour["on_demand"] == node == \
+        plan.economics["usd_per_gpu_hour"] > offers_for("h100")[0].usd_per_gpu_hour()
+    assert "of 8+ GPUs an instance" in sim.price_sources["on_demand"]
+    spot = min(o.usd_per_gpu_hour("spot") for o in offers_for("h100", pricing="spot")
+               if o.count >= 8)
+    assert sim.prices_usd_per_gpu_hour["spot"] == spot

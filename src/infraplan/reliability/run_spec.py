@@ -53,7 +53,7 @@ class SpotSpec(_Spec):
     restart_s: float = Field(default=600.0, ge=0)
 
     def price(self, gpu: str, on_demand_usd_per_gpu_hour: float, *,
-              scenario_priced: bool) -> tuple[float, str]:
+              scenario_priced: bool, instance_gpus: int = 1) -> tuple[float, str]:
         """(spot USD per GPU-hour, where it came from), first rule that applies:
         1. run.spot.usd_per_gpu_hour;
         2. a discount given in run.spot, off the scenario's on-demand price;
@@ -61,6 +61,7 @@ class SpotSpec(_Spec):
            catalog's cheapest spot offer off the same provider's on-demand price (the
            default discount when the catalog has no such pair);
         4. the catalog's cheapest spot offer (its on-demand price is the catalog's too).
+        Offers are of instances holding `instance_gpus` where any are (offers.cheapest).
         A price at or above on-demand is refused: spot would never pay."""
         od = on_demand_usd_per_gpu_hour
         if self.usd_per_gpu_hour is not None:
@@ -69,7 +70,7 @@ class SpotSpec(_Spec):
             price, source = od * (1 - self.discount), \
                 f"on-demand ${od:,.2f} less run.spot.discount {self.discount:.0%}"
         else:
-            offer, own = _spot_offer(gpu)
+            offer, own = _spot_offer(gpu, instance_gpus)
             if scenario_priced:
                 if own is None:
                     discount, origin = DEFAULT_DISCOUNT, "the default discount (the catalog " \
@@ -134,11 +135,11 @@ class SpotSpec(_Spec):
                          restart_s=self.restart_s, **extra)
 
 
-def _spot_offer(gpu: str):
+def _spot_offer(gpu: str, instance_gpus: int = 1):
     """(cheapest spot offer or None, the on-demand USD per GPU-hour of the same provider:
     the offer's own, else the provider's cheapest for the GPU, else None)."""
     try:
-        offer = cheapest(gpu, "spot")
+        offer = cheapest(gpu, "spot", instance_gpus=instance_gpus)
     except InputError:
         return None, None
     own = offer.on_demand_usd_per_gpu_hour
@@ -155,8 +156,9 @@ class ReservedSpec(_Spec):
 
 
 # The checkpoint tier when neither run.checkpoint_storage nor training.storage names one
-# (or training.storage is the nodes' local NVMe). Not the node's local NVMe: a checkpoint must outlive the node failures it protects
-# against, and a copy on the failed node's own disk goes with it.
+# (or training.storage is the nodes' local NVMe). Not the node's local NVMe: a checkpoint
+# must outlive the node failures it protects against, and a copy on the failed node's own
+# disk goes with it.
 DEFAULT_CHECKPOINT_TIER = "fsx-lustre-p2-1000"
 
 

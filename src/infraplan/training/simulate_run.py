@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import StorageTier
 from infraplan.economics.offers import price_per_gpu_hour as offer_price
-from infraplan.economics.spec import price_per_gpu_hour
+from infraplan.economics import spec
 from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
@@ -176,17 +176,16 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     run, catalog = scenario.run, load_catalog()
     name = catalog.accelerators.get(gpu).name
     priced = any(catalog.accelerators.get(k).name == name for k in scenario.prices)
-    # whole nodes once the job spans one, as plan train prices it (economics.spec)
-    on_demand = price_per_gpu_hour(gpu, prices=scenario.prices, pricing="on_demand",
-                                   instance_gpus=min(n, per_node))
+    # whole nodes once the job spans one, as plan train prices it; the basis names the offer
+    size = min(n, per_node)
+    on_demand, basis = spec.priced(gpu, prices=scenario.prices, pricing="on_demand",
+                                   instance_gpus=size)
     prices = {"on_demand": on_demand}
-    sources = {"on_demand": "the scenario's (prices:)" if priced
-               else "the catalog's cheapest on-demand offer" + (
-                   f" of {min(n, per_node)}+ GPUs an instance" if min(n, per_node) > 1
-                   else "")}
+    sources = {"on_demand": "the scenario's (prices:)" if priced else basis}
     spot = None
     if {"spot", "reserved_plus_spot"} & set(run.strategies):
-        prices["spot"], sources["spot"] = run.spot.price(gpu, on_demand, scenario_priced=priced)
+        prices["spot"], sources["spot"] = run.spot.price(gpu, on_demand, scenario_priced=priced,
+                                                         instance_gpus=size)
         spot = run.spot.model(prices["spot"])
     if "reserved_plus_spot" not in run.strategies:
         return prices, sources, spot, 0
@@ -207,7 +206,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         prices["reserved"], sources["reserved"] = run.reserved.usd_per_gpu_hour, \
             "run.reserved.usd_per_gpu_hour"
     else:
-        prices["reserved"], sources["reserved"] = _reserved_offer(gpu), \
+        prices["reserved"], sources["reserved"] = _reserved_offer(gpu, size), \
             "the catalog's cheapest 1-year reserved offer"
     if not prices["reserved"] < on_demand:
         origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
@@ -218,9 +217,9 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     return prices, sources, spot, reserved
 
 
-def _reserved_offer(gpu: str) -> float:
+def _reserved_offer(gpu: str, instance_gpus: int) -> float:
     try:
-        return offer_price(gpu, "reserved-1y")
+        return offer_price(gpu, "reserved-1y", instance_gpus=instance_gpus)
     except InputError:
         raise InputError(f"no 1-year reserved offer for {gpu} in the catalog",
                          fix="give run.reserved.usd_per_gpu_hour") from None
