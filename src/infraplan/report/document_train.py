@@ -57,13 +57,13 @@ def _memory_bars(scenario, arch, plans) -> list[dict]:
     return bars
 
 
-def _checkpoints(scenario, arch, best) -> tuple[dict, dict]:
+def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     """(checkpoint plan numbers, goodput figure) for the best plan: training/simulate_run's
     run_setup, the same call `simulate train` makes, so the two report the same plan."""
     from infraplan.reliability.checkpoint import waste_fraction
     from infraplan.training.simulate_run import run_setup
 
-    setup = run_setup(scenario, best, arch)
+    setup = setup or run_setup(scenario, best, arch)
     plan, mtbf_s, restart_s = setup.checkpoint, setup.mtbf_s, setup.restart_s
     failures, gpus = setup.failures, best.plan.num_gpus
     numbers = {"storage_tier": setup.tier.name, "asynchronous": setup.asynchronous,
@@ -120,18 +120,23 @@ def _billing_note(scenario, k: dict) -> list[str]:
             "written."]
 
 
-def _strategies(scenario, best, arch) -> tuple[dict | None, list[dict], list[str]]:
-    """(simulate train's JSON, its strategy table, its paragraphs) when the scenario has a
-    run: block, which asks for the run's pricing strategies; else (None, [], [])."""
+def _run_simulation(scenario, best, arch):
+    """simulate train's runs of the chosen plan when the scenario has a run: block, which
+    asks for its pricing strategies; else None."""
     if "run" not in scenario.model_fields_set or best.time_to_train_s is None:
-        return None, [], []
+        return None
     from infraplan.training.simulate_run import simulate_training_run
 
-    sim = simulate_training_run(scenario, best, arch=arch)
-    rows = run_view.strategy_rows(sim)
+    return simulate_training_run(scenario, best, arch=arch)
+
+
+def _strategies(sim) -> tuple[list[dict], list[str]]:
+    """(the strategy table, its paragraphs) of simulate train's runs, as the CLI prints them."""
+    if sim is None:
+        return [], []
     title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
     paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
-    return sim.to_json(), [table(title, run_view.STRATEGY_COLUMNS, rows)], [
+    return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim))], [
         *paragraphs, *run_view.against_on_demand(sim), run_view.trials_line(sim) + "."]
 
 
@@ -184,7 +189,9 @@ def training_document(scenario, result, arch=None) -> dict:
     figures["step_breakdown"] = fig.step_breakdown_figure([best, *result.best[1:3], *others])
     bars = _memory_bars(scenario, arch, [best, *others])
     figures["memory"] = fig.memory_figure(bars)
-    checkpoints, figures["goodput"] = _checkpoints(scenario, arch, best)
+    sim = _run_simulation(scenario, best, arch)  # its checkpoint plan is the Yield plan's
+    checkpoints, figures["goodput"] = _checkpoints(scenario, arch, best,
+                                                   sim.setup if sim else None)
     t = scenario.training
     nodes = math.ceil(best.plan.num_gpus / hardware.cluster(
         best.accelerator, scenario.hardware.system).system.accelerators_per_node)
@@ -279,12 +286,13 @@ def training_document(scenario, result, arch=None) -> dict:
                              "request load (failures and restarts are under Yield plan)")
     s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
                            "to this plan")
-    run_json, run_tables, run_notes = _strategies(scenario, best, arch)
+    run_tables, run_notes = _strategies(sim)
     s["Yield plan"] = _yield_plan(checkpoints, [*run_notes,
                                                 *_billing_note(scenario, checkpoints)],
                                   run_tables)
     return fig.json_safe({
         "kind": "training", "title": scenario.name or f"{arch.name} training plan",
         "description": scenario.description, "model": scenario.model,
-        "plan": result.to_json(), "checkpoints": checkpoints, "run": run_json, "memory": bars,
+        "plan": result.to_json(), "checkpoints": checkpoints,
+        "run": sim.to_json() if sim else None, "memory": bars,
         "costs": cost, "sections": ordered(s), "figures": figures})

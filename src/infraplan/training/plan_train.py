@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infraplan.catalog.schema import Accelerator
+from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import LinearCost, instance_gpus_for, plan_economics
 from infraplan.errors import InputError
 from infraplan.models import load_model
@@ -118,8 +119,9 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
                     progress=progress)
     if job.tokens:
         for plans in (result.best, result.frontier, result.by_accelerator):
-            plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus))
-                        for p in plans]
+            costs = scenario.billed_costs()  # once: it looks the storage tiers up
+            plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus),
+                                       costs) for p in plans]
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
@@ -207,12 +209,15 @@ def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
         return None
 
 
-def with_economics(plan: PlanResult, scenario: TrainScenario, node=None) -> PlanResult:
+def with_economics(plan: PlanResult, scenario: TrainScenario, node=None,
+                   costs: CostInputs | None = None) -> PlanResult:
     """The plan with its cost line items, facility energy and carbon attached; priced on
-    instances of whole `node`s (the node type it was planned on) once it spans one."""
+    instances of whole `node`s (the node type it was planned on) once it spans one.
+    `costs`: scenario.billed_costs(), when the caller has it already."""
     n = plan.plan.num_gpus
+    costs = scenario.billed_costs() if costs is None else costs
     e = plan_economics(plan.accelerator, n, plan.gpu_hours,
                        plan.time_to_train_s, prices=scenario.prices, pricing=scenario.pricing,
-                       costs=scenario.billed_costs(), energy=scenario.energy,
+                       costs=costs, energy=scenario.energy,
                        instance_gpus=int(instance_gpus_for(plan.accelerator, n, node)))
     return replace(plan, economics=e.to_json())
