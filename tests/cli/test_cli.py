@@ -294,6 +294,10 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
      "hardware.1 is not a known key (keys are names; YAML read this one as a number)"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
      "finetune: {method: lora, lora_targets: []}\n", "finetune.lora_targets must not be empty"),
+    # Mixtral's w1/w3/w2 are its routed experts, fused in transformers: LoRA reaches none
+    ("model: mixtral-8x7b\nhardware: {gpu: h100, num_gpus: 8}\ntraining: {seq_len: 2048}\n"
+     "parallelism: {tp: 8}\nfinetune: {method: lora, lora_targets: [w1, w2, w3]}\n",
+     "adapt no weight of mixtral-8x7b"),
     # a merge key is YAML; the keys written beside it win over the merged ones
     ("model: llama-3.1-8b\nhardware: {gpu: h100}\ntraining: {seq_len: 2048}\n"
      "parallelism:\n  <<: {tp: 2, zero: 9}\n  tp: 1\n",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts
 from infraplan.physics.memory import activations as act
 from infraplan.physics.memory.pipeline import inflight_layer_units
@@ -110,6 +111,24 @@ def test_qlora_keeps_base_weights_in_nf4_and_trains_only_adapters():
         layer.norms for layer in counts.layers)
     base = layer_gemms * NF4_BYTES_PER_PARAM + (counts.total - layer_gemms) * 2
     assert report.weights_bytes == pytest.approx(base + lora * 2)
+
+
+def test_lora_on_routed_experts_adapts_nothing_and_says_so():
+    # transformers 5 stores routed experts fused (MixtralExperts.gate_up_proj, a 3-D
+    # parameter): LoRA's target modules reach attention only, and MLP targets nothing
+    arch = load_model("mixtral-8x7b")
+    plan = ParallelPlan(tp=8, recompute="full")
+    with pytest.raises(InputError, match=r"finetune.lora_targets \['mlp'\] adapt no weight"):
+        training_memory(arch, "h100", plan, MemoryOptions(
+            seq_len=1024, finetune="lora", lora_targets=("mlp",)))
+    report = training_memory(arch, "h100", plan, MemoryOptions(
+        seq_len=1024, finetune="lora", lora_rank=8, lora_targets=("all-linear",)))
+    at, h = arch.attention, arch.hidden_size
+    kv = at.num_kv_heads * at.head_dim
+    attention = 8 * ((h + at.q_width) + 2 * (h + kv) + (at.out_width + h))
+    assert report.trainable_params_per_gpu == arch.num_layers * attention / 8
+    assert any("adapt nothing: it has no dense or shared-expert MLP" in n
+               for n in report.notes)
 
 
 def test_lora_frozen_gemms_do_not_keep_their_inputs():

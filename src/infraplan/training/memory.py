@@ -14,6 +14,7 @@ from infraplan.models import load_model, param_counts, uncounted_notes
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory import activations as act
+from infraplan.physics.memory.states import lora_shapes, lora_targets
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
 from infraplan.physics.memory.training import (FINETUNE, MemoryOptions,
                                                training_memory_arrays)
@@ -121,6 +122,35 @@ def model_notes(arch: ModelArch, seq_len: int) -> list[str]:
     return notes + uncounted_notes(arch)
 
 
+def lora_coverage_notes(arch: ModelArch, options: MemoryOptions) -> list[str]:
+    """A LoRA fine-tune's targets must adapt some weight of this model. Routed experts are
+    never adapted: Hugging Face transformers 5 stores them fused, as 3-D parameters
+    (e.g. `MixtralExperts.gate_up_proj`), which PEFT's `target_modules` does not reach. On
+    an MoE model, MLP targets therefore adapt only dense layers and shared experts."""
+    if options.finetune == "full":
+        return []
+    targets = lora_targets(options.lora_targets)
+    kinds = [(False, arch.num_dense_layers), (True, arch.num_moe_layers)]
+    adapted = sum(count * len(lora_shapes(arch, targets, moe_layer))
+                  for moe_layer, count in kinds if count)
+    mlp_targets = targets & {"gate", "up", "down"}
+    if adapted == 0:
+        raise InputError(
+            f"finetune.lora_targets {list(options.lora_targets)} adapt no weight of "
+            f"{arch.name}: its MLPs are routed experts, stored fused in Hugging Face "
+            "transformers, which LoRA's target modules do not reach",
+            fix="set lora_targets to [attention] or [all-linear] (attention and any "
+                "dense or shared-expert MLPs)")
+    if not (arch.is_moe and mlp_targets):
+        return []
+    mlp_adapted = sum(count * len(lora_shapes(arch, frozenset(mlp_targets), moe_layer))
+                      for moe_layer, count in kinds if count)
+    reach = ("only dense layers and shared experts" if mlp_adapted else
+             "nothing: it has no dense or shared-expert MLP")
+    return [f"LoRA does not adapt the routed experts of {arch.name} (fused 3-D weights in "
+            f"transformers); its MLP targets adapt {reach}"]
+
+
 def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: ParallelPlan,
                     options: MemoryOptions, *, global_batch: int | None = None) -> MemoryReport:
     """Memory per accelerator of one plan, at its fullest pipeline rank.
@@ -134,6 +164,7 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
                    kernels=options.kernels)
     notes += model_notes(arch, options.seq_len)
+    notes += lora_coverage_notes(arch, options)
     layout = plan.uneven_layout_note(arch.num_layers)
     notes += [layout] if layout else []
     out = training_memory_arrays(
