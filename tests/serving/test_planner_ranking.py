@@ -89,7 +89,7 @@ def test_every_kept_configuration_runs_below_its_capacity_and_says_how_far(tmp_p
 
 
 def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
-    """Replica counts come from one replica at rate / replicas (a random split); the least
+    """Replica counts come from one replica's share of a random split; the least
     outstanding router pools the queues, so the whole deployment can meet the SLOs with
     fewer. Confirming took replicas away never, and plan serve kept 5 x 2 H100 where
     simulate serve passed a cheaper deployment. Each confirmed leader now has the fewest
@@ -154,3 +154,22 @@ def test_alternatives_not_simulated_whole_are_marked(capsys):
         line = next(x for x in text.splitlines() if x.startswith(c["describe"] + " "))
         assert line.startswith(c["describe"] + (" " if c["confirmed"] else " *")), line
     assert UNCONFIRMED_NOTE in text
+
+
+def test_a_bursty_stream_is_sized_on_its_smoother_share_per_replica():
+    """Each replica of a random split sees a thinned gamma stream (CV^2 = cv^2 / R + 1 -
+    1 / R), not the whole stream's bursts at rate / R: sized on those, L40S needed more
+    than 32 replicas and was rejected, while 12 meet the SLOs simulated whole."""
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b",
+        "traffic": {"arrival": {"kind": "gamma", "rate_per_s": 30, "cv": 4},
+                    "num_requests": 2000,
+                    "input": {"kind": "lognormal", "mean": 1500, "sigma": 0.9, "max": 16000},
+                    "output": {"kind": "lognormal", "mean": 300, "sigma": 0.8, "max": 4000}},
+        "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.04},
+        "search": {"gpus": ["l40s"], "tp": [1], "weight_dtypes": ["fp8"],
+                   "max_replicas": 32}})
+    plan = plan_serving(scenario)
+    (best,) = plan.ranked
+    assert best.confirmed and best.deployment.replicas <= 16
+    assert not provision.violations(best.summary, scenario.slo.to_slo())

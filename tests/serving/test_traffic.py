@@ -56,6 +56,28 @@ def test_gamma_gaps_have_the_requested_cv_and_rate():
     assert 1 / g.mean() == pytest.approx(10.0, rel=0.02)
 
 
+@pytest.mark.parametrize("cv_in, replicas", [(4.0, 8), (0.25, 4)])
+def test_a_random_share_of_a_gamma_stream_is_the_thinned_stream(cv_in, replicas):
+    # one replica of R under a random router: each request kept with probability 1/R.
+    # Its gaps have mean R / rate and CV^2 = cv^2 / R + 1 - 1/R (geometric compound sum)
+    rate, n = 30.0, 200_000
+    share = gaps(generate(spec({"kind": "gamma", "rate_per_s": rate, "cv": cv_in},
+                               num_requests=n), seed=4, share_of=replicas))
+    assert share.mean() == pytest.approx(replicas / rate, rel=0.01)
+    assert cv(share) ** 2 == pytest.approx(cv_in**2 / replicas + 1 - 1 / replicas, rel=0.03)
+    # the same statistics as thinning the whole stream explicitly
+    whole = generate(spec({"kind": "gamma", "rate_per_s": rate, "cv": cv_in},
+                          num_requests=n * replicas), seed=5).arrival_s
+    kept = whole[np.random.default_rng(6).random(len(whole)) < 1 / replicas]
+    assert cv(np.diff(kept)) == pytest.approx(cv(share), rel=0.05)
+
+
+def test_a_random_share_of_a_poisson_stream_is_poisson_at_rate_over_r():
+    stream = spec({"kind": "poisson", "rate_per_s": 30.0}, num_requests=500)
+    share = generate(stream, seed=2, share_of=6)
+    assert np.array_equal(share.arrival_s, generate(with_rate(stream, 5.0), seed=2).arrival_s)
+
+
 def test_poisson_with_a_duration_stays_inside_it():
     r = generate(spec({"kind": "poisson", "rate_per_s": 50}, duration_s=2000.0), seed=4)
     assert r.arrival_s.max() <= 2000.0

@@ -79,7 +79,7 @@ class Candidate:
         return out
 
 
-UNCONFIRMED_NOTE = ("* replicas sized on one replica at the rate / R (a random split); only "
+UNCONFIRMED_NOTE = ("* replicas sized on one replica's share of a random split; only "
                     "the cheapest were simulated whole behind their router, which may meet "
                     "the SLOs with fewer")
 

@@ -1,9 +1,10 @@
 """Provisioning: the rate a deployment must sustain, and the fewest replicas of a
 candidate that sustain it within the SLOs.
 
-One replica is simulated at rate / R (a stream split evenly over R replicas is, per
-replica, the same kind of stream at rate / R); more replicas never hurt latency, so the
-smallest R is found by doubling then bisection. The cheapest candidates are then
+One replica is simulated on its share of the stream when a router assigns requests to
+R replicas at random (`traffic.generate`'s share_of: Poisson at rate / R; a bursty gamma
+stream thins to a smoother one); more replicas never hurt latency, so the smallest R is
+found by doubling then bisection. The cheapest candidates are then
 re-simulated as whole deployments behind the least-outstanding-requests router.
 """
 
@@ -87,9 +88,8 @@ def violations(summary: dict, slo: Slo) -> list[str]:
 
 def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
                  base_dir) -> dict:
-    requests = generate(stationary_stream(scenario.traffic, rate / replicas,
-                                          base_dir=base_dir),
-                        seed=scenario.seed, base_dir=base_dir)
+    requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
+                        seed=scenario.seed, base_dir=base_dir, share_of=replicas)
     result = simulate(resolved.deployment, requests, resolved=resolved)
     return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
 
@@ -158,8 +158,8 @@ def confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
 
 def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     """Simulate the whole deployment behind its router: add replicas until it meets the
-    SLOs, or take them away while it still does. The replica count came from one replica
-    at rate / replicas, a random split of the stream; a least-outstanding router pools the
+    SLOs, or take them away while it still does. The replica count came from one replica's
+    share of a random split of the stream; a least-outstanding router pools the
     replicas' queues (join-the-shortest-queue beats random assignment; e.g. Harchol-Balter,
     Performance Modeling and Design of Computer Systems, ch. 24), so the deployment may
     meet the SLOs with fewer, and `simulate serve` of it would say so."""

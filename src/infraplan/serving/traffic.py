@@ -181,15 +181,27 @@ class TrafficSpec(SpecModel):
                                  "600 (seconds of arrivals)")
 
 
-def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None) -> Requests:
+def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None,
+             share_of: int = 1) -> Requests:
     """The requests `spec` describes; the same seed gives the same arrays.
 
     Arrivals, input lengths and output lengths use independent child streams of
     `SeedSequence(seed)`, so changing one distribution leaves the others' draws unchanged.
     `base_dir` resolves a relative trace path (the scenario file's folder).
+
+    `share_of` R > 1: one replica's share of the stream when a router sends each request to
+    one of R replicas at random; `num_requests` and `duration_s` then apply to that share.
+    Thinning a Poisson stream (steady or diurnal) with probability 1 / R leaves a Poisson
+    stream at rate / R; a gamma stream thins to another renewal stream (`_arrivals`); a
+    trace is stretched to rate / R, its own bursts at one replica's scale (thinning it would
+    leave 1 / R of its requests).
     """
     if not (isinstance(seed, (int, np.integer)) and seed >= 0):
         raise InputError(f"seed must be an integer >= 0 (got {seed!r})")
+    if share_of > 1 and spec.arrival.kind != "gamma":
+        rate = mean_rate_per_s(spec, base_dir=base_dir)
+        spec = spec if math.isinf(rate) else with_rate(spec, rate / share_of, base_dir=base_dir)
+        share_of = 1
     arrival_rng, input_rng, output_rng = (np.random.Generator(np.random.PCG64(child))
                                           for child in np.random.SeedSequence(seed).spawn(3))
     if spec.arrival.kind == "trace":
@@ -197,7 +209,7 @@ def generate(spec: TrafficSpec, *, seed: int = 0, base_dir: Path | None = None) 
         arrival_s, n = trace.arrival_s, len(trace)
         input_tokens, output_tokens = trace.input_tokens, trace.output_tokens
     else:
-        arrival_s = _arrivals(spec, arrival_rng)
+        arrival_s = _arrivals(spec, arrival_rng, share_of)
         n = len(arrival_s)
     if n and not arrival_s[-1] <= MAX_HORIZON_S:  # sorted: the last is the largest (or NaN)
         raise InputError(f"traffic.arrival: the requests would arrive over "
@@ -257,7 +269,7 @@ def with_rate(spec: TrafficSpec, rate_per_s: float, *,
     return TrafficSpec.model_validate(raw)
 
 
-def _arrivals(spec: TrafficSpec, rng: np.random.Generator) -> np.ndarray:
+def _arrivals(spec: TrafficSpec, rng: np.random.Generator, share_of: int = 1) -> np.ndarray:
     arrival, n, duration_s = spec.arrival, spec.num_requests, spec.duration_s
     if arrival.kind == "offline":
         return np.zeros(n)
@@ -269,7 +281,14 @@ def _arrivals(spec: TrafficSpec, rng: np.random.Generator) -> np.ndarray:
         # Gamma(shape k, scale theta) has mean k*theta and CV 1/sqrt(k); k = 1/cv^2 and
         # theta = cv^2/rate give mean gap 1/rate and CV cv (k = 1 is the exponential).
         shape, scale = arrival.cv**-2, arrival.cv**2 / arrival.rate_per_s
-        return _renewal(lambda k: rng.gamma(shape, scale, k), n, duration_s, arrival.rate_per_s)
+        if share_of == 1:
+            return _renewal(lambda k: rng.gamma(shape, scale, k), n, duration_s,
+                            arrival.rate_per_s)
+        # One of R random shares: a gap spans N ~ Geometric(1 / R) of the stream's gaps,
+        # and gamma shapes add at a common scale, so it is Gamma(N k, theta): mean R / rate,
+        # CV^2 = cv^2 / R + 1 - 1 / R (a geometric compound sum), bursts smoothed as R grows.
+        return _renewal(lambda k: rng.gamma(shape * rng.geometric(1.0 / share_of, k), scale),
+                        n, duration_s, arrival.rate_per_s / share_of)
     # Time-rescaling theorem (e.g. Brown et al., Neural Computation 14, 2002): if y_i are
     # the events of a unit-rate Poisson process, t_i = Lambda^-1(y_i) are the events of a
     # Poisson process with rate lambda(t), Lambda being its cumulative intensity.
