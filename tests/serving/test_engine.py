@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from infraplan.catalog import load_catalog
 from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests
 
@@ -178,6 +179,28 @@ def test_static_batching_waits_for_the_longest_output():
     two = simulate(dep, Requests(np.zeros(8), np.full(8, 100), np.full(8, 40)))
     # the second batch starts when the first has finished
     assert two.first_token_s[4] > two.finish_s[3]
+
+
+def test_the_queue_is_the_time_average_of_requests_not_yet_scheduled():
+    """One sequence at a time: each request waits, from its arrival (a step under way
+    included), until the one before it finishes. The queue read 0.5 waiting for a replica
+    idle most of the run: a mean of samples taken only while it stepped, counting the
+    prompt being prefilled as waiting."""
+    dep = DEP.model_copy(update={"max_num_seqs": 1})
+    r = Requests(np.array([0.0, 0.001, 0.002]), np.full(3, 1000), np.full(3, 20))
+    res = simulate(dep, r)
+    finish = res.finish_s
+    assert res.first_token_s[0] > 0.002  # both arrived during the first prefill
+    waited = (finish[0] - 0.001) + (finish[1] - 0.002)
+    assert res.waiting_seconds.sum() == pytest.approx(waited, rel=1e-9)
+    assert res.peak_waiting.tolist() == [2]
+    queue = summarize(res)["queue"]
+    assert queue["mean_waiting"] == pytest.approx(waited / finish[2], rel=1e-9)
+    # static batching: a batch's requests wait for its last one to arrive
+    static = DEP.model_copy(update={"engine": "tensorrt-llm", "engine_version": "0.9",
+                                    "batching": "static", "batch_size": 4})
+    late = simulate(static, Requests(np.arange(4.0), np.full(4, 100), np.full(4, 10)))
+    assert late.waiting_seconds.sum() == pytest.approx(3 + 2 + 1 + 0)
 
 
 def test_without_chunked_prefill_a_preempted_sequence_waits_for_the_watermark():

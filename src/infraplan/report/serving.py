@@ -49,8 +49,9 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
              f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; engines "
              f"stepping {s['gpu_busy_fraction']:.1%} of the time"]
     if "queue" in s:
-        lines.append(f"queue: mean {s['queue']['mean_waiting']:,.1f} waiting, max "
-                     f"{s['queue']['max_waiting']:,}")
+        lines.append(f"queue: {s['queue']['mean_waiting']:,.2f} requests waiting per "
+                     f"replica on average over the run, at most {s['queue']['max_waiting']:,} "
+                     "in one queue")
     if "cost" in s:
         c = s["cost"]
         basis = "while requests arrive" if "steady" in s else "over the run"

@@ -75,6 +75,10 @@ class Replica:
         self.busy_s = 0.0
         self.block_seconds = 0.0  # integral of blocks in use over time
         self.peak_used = 0
+        # requests not yet scheduled (in `waiting`, not in `done`: vLLM's
+        # num_requests_waiting): the integral of their count over time, and its peak
+        self.waiting_seconds = 0.0
+        self.peak_waiting = 0
         # queue length and KV use over time, thinned to at most ~2 x TIMELINE_POINTS
         self.timeline: list[tuple[float, int, int, int]] = []
         # decode step cost by batch: a + b x ctx, at least floor
@@ -87,7 +91,9 @@ class Replica:
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.running)
 
-    def submit(self, rid: int) -> None:
+    def submit(self, rid: int, arrival_s: float | None = None) -> None:
+        """Take request `rid`, which arrived at `arrival_s` (None: now); a step under way
+        when it arrived ended at `now`, and it waited from its arrival."""
         book = self.book
         # a request that could not finish even alone is refused (vLLM refuses a context
         # longer than the cache holds: max_model_len)
@@ -99,7 +105,12 @@ class Replica:
         elif not self.chunked and book.prompt[rid] > self.budget:
             book.drop(rid, REFUSED_BUDGET)
         else:
-            self.waiting.append(rid)
+            waiting = self.waiting
+            waiting.append(rid)
+            if arrival_s is not None and arrival_s < self.now:
+                self.waiting_seconds += self.now - arrival_s
+            if len(waiting) - len(self.done) > self.peak_waiting:
+                self.peak_waiting = len(waiting) - len(self.done)
 
     def run_until(self, t_limit: float) -> None:
         """Run every step that starts before `t_limit` (inf: until all work is done)."""
@@ -301,6 +312,7 @@ class Replica:
     # ------------------------------------------------------------------ bookkeeping
     def _advance_clock(self, dt: float, steps: int = 1) -> None:
         self.block_seconds += self.used * dt
+        self.waiting_seconds += (len(self.waiting) - len(self.done)) * dt
         if self.used > self.peak_used:
             self.peak_used = self.used
         self.now += dt
@@ -311,7 +323,8 @@ class Replica:
 
     def _sample(self) -> None:
         timeline = self.timeline
-        timeline.append((self.now, len(self.waiting), len(self.running), self.used))
+        timeline.append((self.now, len(self.waiting) - len(self.done), len(self.running),
+                         self.used))
         if len(timeline) >= 2 * TIMELINE_POINTS:  # keep every other point, sample half as often
             del timeline[1::2]
             self.sample_every_s = 2 * self.sample_every_s or self.now / TIMELINE_POINTS
@@ -382,6 +395,7 @@ class Replica:
         self._release(rid, length)
         self.book.preempt(rid)
         self.waiting.appendleft(rid)
+        self.peak_waiting = max(self.peak_waiting, len(self.waiting) - len(self.done))
 
 
 class RequestBook:

@@ -162,8 +162,12 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
         "simulated_requests_per_wall_s": len(req) / max(res.wall_s, 1e-9),
     }
     if res.timeline["t_s"].size:
-        summary["queue"] = {"mean_waiting": float(res.timeline["waiting"].mean()),
-                            "max_waiting": int(res.timeline["waiting"].max())}
+        # time averages over the run (the integral of each queue's length), per replica:
+        # a replica with pipeline stages has one queue per stage's engine
+        summary["queue"] = {
+            "mean_waiting": float(res.waiting_seconds.sum()
+                                  / (res.deployment.replicas * makespan)),
+            "max_waiting": int(res.peak_waiting.max())}
     steady = steady_rates(res)
     if steady is not None:
         summary["steady"] = steady

@@ -33,6 +33,8 @@ class SimResult:
     busy_s: np.ndarray  # per replica
     block_seconds: np.ndarray  # per replica: integral of KV blocks in use over time
     peak_blocks: np.ndarray  # per replica
+    waiting_seconds: np.ndarray  # per engine: integral of its waiting queue over time
+    peak_waiting: np.ndarray  # per engine: its longest waiting queue
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     wall_s: float = 0.0
     engine_kv_blocks: int = 0  # the cache blocks one engine holds (a replica's / pp)
@@ -94,6 +96,8 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
                      busy_s=np.array([e.busy_s for e in engines]),
                      block_seconds=np.array([e.block_seconds for e in engines]),
                      peak_blocks=np.array([e.peak_used for e in engines]),
+                     waiting_seconds=np.array([e.waiting_seconds for e in engines]),
+                     peak_waiting=np.array([e.peak_waiting for e in engines]),
                      timeline=timeline, wall_s=time.perf_counter() - start,
                      engine_kv_blocks=engine_kv_blocks)
 
@@ -119,14 +123,15 @@ def _route(engines: list[Replica], arrivals: list[float], router: str,
         e = engines[0]
         run_until, submit = e.run_until, e.submit
         for rid in range(first, end):
-            run_until(arrivals[rid])
-            submit(rid)
+            t = arrivals[rid]
+            run_until(t)
+            submit(rid, t)
     elif router == "round_robin":
         for rid in range(first, end):
             t = arrivals[rid]
             e = engines[rid % count]
             e.run_until(t)
-            e.submit(rid)
+            e.submit(rid, t)
             replica_of[rid] = rid % count
     else:  # least outstanding requests; ties go to the lowest index
         for rid in range(first, end):
@@ -137,7 +142,7 @@ def _route(engines: list[Replica], arrivals: list[float], router: str,
                 load = e.outstanding
                 if load < best_load:
                     best, best_load = i, load
-            engines[best].submit(rid)
+            engines[best].submit(rid, t)
             replica_of[rid] = best
 
 
@@ -146,6 +151,7 @@ class _StaticEngine:
 
     def __init__(self):
         self.steps, self.busy_s, self.block_seconds, self.peak_used = 0, 0.0, 0.0, 0
+        self.waiting_seconds, self.peak_waiting = 0.0, 0
         self.timeline: list[tuple[float, int, int, int]] = []
 
 
@@ -190,6 +196,11 @@ def _static_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
     out.peak_used = max(out.peak_used, blocks)
     out.busy_s += prefill + total
     out.steps += 1 + steps
+    # the batch's requests waited from their arrival to its start; at its start, every
+    # request that had arrived and not started waited (later batches' too)
+    out.waiting_seconds += float(np.sum(start - requests.arrival_s[lo:hi]))
+    arrived = int(np.searchsorted(requests.arrival_s, start, side="right"))
+    out.peak_waiting = max(out.peak_waiting, arrived - lo)
     out.timeline.append((first + total, max(len(requests) - hi, 0), n, blocks))
     return first + total
 
@@ -202,8 +213,9 @@ def _executor_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
     holds and the rest as earlier requests finish, so a batch larger than the cache runs
     in waves instead of failing."""
     engine.run_until(start)
+    arrivals = requests.arrival_s
     for rid in range(lo, hi):
-        engine.submit(rid)
+        engine.submit(rid, float(arrivals[rid]))
     engine.run_until(INF)
     # a request the cache can never hold is dropped (NaN finish) and holds nothing up
     return max((t for t in book.finish_s[lo:hi] if t == t), default=start)
