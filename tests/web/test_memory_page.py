@@ -256,13 +256,16 @@ def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
 @browser_only
 def test_a_fix_is_one_click(browser, live_server):
     """Each suggested fix is a button: it sets the fix's fields (tp 2 halves dp too), checks
-    again, and the plan that fits is in the address bar."""
+    again, and the plan that fits is in the address bar. A link may name the accelerator
+    by an alias, as the CLI and the API accept (gpu=H100 was ignored from the link)."""
     report, fixes, _ = _library(4)
     fixed = dict(fixes)["--tp 2 --dp 4"]
     page, errors = _page(browser, live_server, PHONE)
-    page.goto(f"{live_server}/memory?model=llama-3.1-8b&gpu=h100-sxm5-80gb&num_gpus=8&zero=1"
+    page.goto(f"{live_server}/memory?model=llama-3.1-8b&gpu=H100&num_gpus=8&zero=1"
               "&micro_batch=4")
     page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert page.input_value("select[name=gpu]") == "h100-sxm5-80gb"
+    assert page.locator("#notice.hidden").count() == 1
     assert _text(page, "verdict") == "DOES NOT FIT"
     buttons = page.locator("#memory-fixes .apply button")
     assert buttons.all_inner_texts() == ["recompute = full", "micro_batch = 1",
@@ -275,7 +278,7 @@ def test_a_fix_is_one_click(browser, live_server):
     assert _text(page, "memory per accelerator") == _gib_text(fixed)
     assert [page.input_value(f"[name={n}]") for n in ("tp", "dp", "micro_batch")] == \
         ["2", "4", "4"]
-    assert "tp=2" in page.url and "dp=4" in page.url
+    assert "tp=2" in page.url and "dp=4" in page.url and "gpu=h100-sxm5-80gb" in page.url
     assert page.locator("#memory-fixes").count() == 0  # a plan that fits has no fixes
     _readable_on_a_phone(page)
     page.close()

@@ -116,6 +116,16 @@
     noticeBox.textContent = text;
     noticeBox.classList.toggle('hidden', !text);
   }
+  // a catalog select's value from a link that names a row by an alias (gpu=h100), as
+  // the CLI and the API accept: each name in its row's canonical spelling
+  function canonical(el, text) {
+    var names = el.catalogNames;
+    if (!names) { return text; }
+    return text.split(',').map(function (p) {
+      var key = p.trim().toLowerCase();
+      return Object.prototype.hasOwnProperty.call(names, key) ? names[key] : p;
+    }).join(',');
+  }
   // fills the form from the address bar; says which of the link's values it left out
   function applyQuery() {
     var q = new URLSearchParams(window.location.search);
@@ -125,6 +135,7 @@
     fields().forEach(function (el) { byName[el.name] = el; });
     q.forEach(function (text, name) {
       var el = byName[name];
+      text = el ? canonical(el, text) : text;
       var why = el ? problem(el, text) : 'not a field of this page';
       if (why) {
         ignored.push(name + '=' + text + ' (' + why + ')');
@@ -144,7 +155,11 @@
         .then(function (r) { return r.json(); })
         .then(function (rows) {
           var wanted = (el.getAttribute('data-default') || '').split(',');
+          el.catalogNames = {};
           rows.forEach(function (row) {
+            [row.name].concat(row.aliases || []).forEach(function (n) {
+              el.catalogNames[String(n).toLowerCase()] = row.name;
+            });
             var o = document.createElement('option');
             o.value = row.name;
             o.textContent = row.name;
