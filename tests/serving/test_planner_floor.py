@@ -108,3 +108,18 @@ def test_an_slo_reachable_alone_still_asks_for_more_replicas(tmp_path, capsys):
     assert "keep up with 200 requests/s" in cand.reason and cand.idle_misses == []
     code, err = _plan_serve_exit(tmp_path, capsys, raw)
     assert code == 2 and "raise search.max_replicas" in err
+
+
+def test_a_tpot_slo_on_one_token_outputs_is_met_not_nan():
+    """One-token outputs have no TPOT (NaN): simulate serve counted every SLO met, while
+    plan serve rejected every configuration as 'p99 TPOT nan s > 0.05 s'."""
+    traffic = dict(TRAFFIC, output={"kind": "fixed", "value": 1})
+    plan = plan_serving(_scenario({"ttft_p99_s": 1.0, "tpot_p99_s": 0.05}, traffic))
+    assert plan.best is not None and plan.best.deployment.replicas == 1
+
+
+def test_a_miss_prints_the_digits_that_tell_it_from_the_limit():
+    summary = {"ttft_s": {"p99": 0.4}, "tpot_s": {"p99": 0.010002}, "e2e_s": {"p99": 12.5},
+               "dropped": 0}
+    assert violations(summary, Slo(ttft_p99_s=0.5, tpot_p99_s=0.01, e2e_p99_s=10)) == [
+        "p99 TPOT 10.002 ms > 10 ms", "p99 end-to-end 12.5 s > 10 s"]

@@ -70,20 +70,32 @@ def stationary_stream(traffic: TrafficSpec, rate: float, *,
 
 
 def violations(summary: dict, slo: Slo) -> list[str]:
-    """Each SLO a simulation's summary misses, and its dropped requests, in words."""
+    """Each SLO a simulation's summary misses, and its dropped requests, in words. A
+    latency no completed request has (TPOT of one-token outputs: NaN) misses nothing, as
+    `summarize`'s attainment counts it."""
     out = []
     for name, limit, key in (("p99 TTFT", slo.ttft_p99_s, "ttft_s"),
                              ("p99 TPOT", slo.tpot_p99_s, "tpot_s"),
                              ("p99 end-to-end", slo.e2e_p99_s, "e2e_s")):
         value = summary[key]["p99"]
-        if limit is not None and not value <= limit:
-            out.append(f"{name} {value:.3g} s > {limit:g} s")
+        if limit is not None and value > limit:  # NaN compares False
+            out.append(f"{name} {_beyond(value, limit)}")
     if summary["dropped"]:
         reasons = summary["dropped_by_reason"]
         why = next(iter(reasons)) if len(reasons) == 1 else dropped_reasons(summary)
         out.append(f"{summary['dropped']:,} request{'s' * (summary['dropped'] != 1)} dropped "
                    f"({why})")
     return out
+
+
+def _beyond(value_s: float, limit_s: float) -> str:
+    """'12.34 ms > 12 ms': the value with the digits that tell it from the limit (rounded
+    to 3 figures, 10.04 ms read '0.01 s > 0.01 s'); inf (nothing completed) as is."""
+    scale, unit = (1e3, "ms") if limit_s < 1 else (1.0, "s")
+    digits = 3
+    while digits < 9 and f"{value_s * scale:.{digits}g}" == f"{limit_s * scale:.{digits}g}":
+        digits += 1
+    return f"{value_s * scale:.{digits}g} {unit} > {limit_s * scale:g} {unit}"
 
 
 def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
