@@ -239,6 +239,24 @@ def test_a_trace_arriving_at_one_instant_asks_for_a_rate(tmp_path, capsys):
     assert code == 2 and "arrives at the same instant" in err and "peak_rate_per_s" in err
 
 
+@pytest.mark.parametrize("arrival, peak, rate", [
+    ({"kind": "poisson", "rate_per_s": 5}, 4, "rate, 5 requests/s"),
+    ({"kind": "diurnal", "curve": [[0, 2], [12, 10]]}, 5, "mean over the day, 6 requests/s"),
+    ({"kind": "trace", "path": "trace.csv"}, 5, "rate, 10.26 requests/s")])
+def test_a_peak_below_the_traffic_rate_is_refused(tmp_path, capsys, arrival, peak, rate):
+    """plan serve sized 2 x L40S for a peak of 10 requests/s under Poisson traffic of 20:
+    simulated on the scenario's traffic, p99 TTFT 31.8 s and 2 % goodput."""
+    (tmp_path / "trace.csv").write_text("arrival_s,input_len,output_len\n" + "".join(
+        f"{i * 0.1:.1f},200,20\n" for i in range(100)))
+    raw = _with(PLAN, traffic=dict(TRAFFIC, arrival=arrival), peak_rate_per_s=peak)
+    code, _, err = _run(tmp_path, capsys, raw, "plan", "serve")
+    assert code == 2 and err.count("\n") == 1
+    assert f"peak_rate_per_s {peak} requests/s is below the traffic's {rate}" in err
+    assert "fix: set peak_rate_per_s to at least" in err.lower()
+    code, _, err = _run(tmp_path, capsys, dict(raw, peak_rate_per_s=10.5), "plan", "serve")
+    assert code == 0, err
+
+
 def test_a_trace_naming_a_column_twice_is_refused(tmp_path, capsys):
     (tmp_path / "trace.csv").write_text("arrival_s,input_len,input_len,output_len\n0,1,2,3\n")
     raw = _with(SIMULATE, traffic={"arrival": {"kind": "trace", "path": "trace.csv"}})

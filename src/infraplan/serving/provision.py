@@ -45,6 +45,7 @@ def offered_load(scenario: ServeScenario, base_dir: Path | None,
 def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
     """The rate to provision for: the scenario's peak, the diurnal curve's top, or the mean."""
     if scenario.peak_rate_per_s:
+        scenario.check_peak(base_dir)
         return scenario.peak_rate_per_s
     arrival = scenario.traffic.arrival
     if arrival.kind == "diurnal":

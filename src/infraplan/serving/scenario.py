@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -124,6 +126,23 @@ class ServeScenario(SpecModel):
                 accelerator(gpu)
             except InputError as exc:
                 raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
+        if self.traffic.arrival.kind != "trace":  # a trace's rate needs its file
+            self.check_peak()
+
+    def check_peak(self, base_dir: Path | None = None) -> None:
+        """A peak below the traffic's mean rate sizes a deployment that falls behind the
+        traffic it is simulated on. `base_dir` finds a relative trace."""
+        kind = self.traffic.arrival.kind
+        if self.peak_rate_per_s is None or kind == "offline":
+            return
+        mean = mean_rate_per_s(self.traffic, base_dir=base_dir)
+        if math.isfinite(mean) and self.peak_rate_per_s < mean:
+            what = "mean over the day" if kind == "diurnal" else "rate"
+            raise FieldError("peak_rate_per_s", f"{self.peak_rate_per_s:g} requests/s is below "
+                             f"the traffic's {what}, {mean:.4g} requests/s: a deployment sized "
+                             "for it falls behind the traffic",
+                             fix=f"set peak_rate_per_s to at least {mean:.4g}, or remove it to "
+                                 "plan for the traffic's peak")
 
     @classmethod
     def model_validate(cls, obj, **kwargs):  # type: ignore[override]
