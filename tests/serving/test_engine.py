@@ -201,6 +201,13 @@ def test_the_queue_is_the_time_average_of_requests_not_yet_scheduled():
                                     "batching": "static", "batch_size": 4})
     late = simulate(static, Requests(np.arange(4.0), np.full(4, 100), np.full(4, 10)))
     assert late.waiting_seconds.sum() == pytest.approx(3 + 2 + 1 + 0)
+    assert late.peak_waiting.tolist() == [4]  # all four at t = 3, as the batch starts
+    # overloaded static batches, handed to an in-flight batcher (vLLM) or run as one pass:
+    # the queue outside the engine counts in the peak as in the mean (178.6 > 16)
+    flood = requests(400, seed=1, rate=10.0)
+    for dep in (static, DEP.model_copy(update={"batching": "static", "batch_size": 16})):
+        queue = summarize(simulate(dep, flood))["queue"]
+        assert queue["mean_waiting"] > 20 and queue["max_waiting"] >= queue["mean_waiting"]
 
 
 def test_without_chunked_prefill_a_preempted_sequence_waits_for_the_watermark():

@@ -166,6 +166,10 @@ def _dispatch_batches(r: ResolvedReplica, requests: Requests, book: RequestBook,
         hi = min(lo + size, len(requests))
         j = min(range(len(engines)), key=free_at.__getitem__)  # ties: the lowest index
         start = max(free_at[j], float(requests.arrival_s[hi - 1]))
+        # just before it starts, every request that has arrived and not started waits
+        # (later batches' too)
+        arrived = int(np.searchsorted(requests.arrival_s, start, side="right"))
+        engines[j].peak_waiting = max(engines[j].peak_waiting, arrived - lo)
         free_at[j] = run_batch(r, requests, book, engines[j], lo, hi, start)
         replica_of[lo:hi] = j
 
@@ -196,11 +200,8 @@ def _static_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
     out.peak_used = max(out.peak_used, blocks)
     out.busy_s += prefill + total
     out.steps += 1 + steps
-    # the batch's requests waited from their arrival to its start; at its start, every
-    # request that had arrived and not started waited (later batches' too)
+    # the batch's requests waited from their arrival to its start
     out.waiting_seconds += float(np.sum(start - requests.arrival_s[lo:hi]))
-    arrived = int(np.searchsorted(requests.arrival_s, start, side="right"))
-    out.peak_waiting = max(out.peak_waiting, arrived - lo)
     out.timeline.append((first + total, max(len(requests) - hi, 0), n, blocks))
     return first + total
 
