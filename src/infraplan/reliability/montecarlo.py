@@ -10,9 +10,10 @@ A run needs `work_s` seconds of failure-free compute on N GPUs (n nodes). Per tr
   (failures.py) while the job runs or checkpoints; each costs the work since the last durable
   checkpoint plus a restart R (`restart_s`). Failures during restarts and waits are ignored.
 - On spot capacity, preemptions arrive at K x the per-node rate (spot.py) for K spot nodes.
-  With notice >= C + w (time to a durable copy) an emergency checkpoint saves the work at the
-  notice, else the work since the last durable checkpoint is lost; either way the job stops
-  at the notice and the nodes go at its end.
+  With notice >= C + w (time to a durable copy) the job trains on through the notice and
+  starts an emergency checkpoint C + w before its end, so a preemption costs C + w of it;
+  with a shorter notice the work since the last durable checkpoint is lost. The nodes go at
+  the notice's end.
 
 Strategies (billing: GPU-seconds held x price, restarts included):
 
@@ -294,6 +295,12 @@ def _simulate(run: TrainingRun, mode: _Mode, tau: float, trials: int, seed: int)
                                                                   0.0))
         cap = stop & (y < x)
         pre = stop & (u * h < h_pre)  # which process fired: P(preemption) = h_pre / h
+        if saves:  # trains through the notice, less the emergency checkpoint at its end
+            gained = speed * (mode.notice_s - c - w)
+            done = pre & (now + gained >= work)  # finishes within the notice
+            finish_up = np.where(done, z + (work - now) / speed, finish_up)
+            fin, stop, pre = fin | done, stop & ~done, pre & ~done
+            now = np.where(pre, now + gained, now)
         fail = stop & ~pre & ~cap
         p = np.where(fin, work, np.where(fail | (pre & (not saves)), durable, now))
         up = np.where(fin, finish_up, z)
@@ -310,9 +317,10 @@ def _simulate(run: TrainingRun, mode: _Mode, tau: float, trials: int, seed: int)
     else:
         raise InputError(f"simulation stopped after {MAX_EVENTS:,} events per trial",
                          fix="checkpoint more often")
-    # fixed costs by event: failure R; preemption notice, then either R (shrink onto the
-    # reserved GPUs) or an unbilled wait and the spot restart; a return of spot capacity a
-    # planned checkpoint (C + w) and the spot restart. Spot GPUs are billed while held.
+    # fixed costs by event: failure R; preemption notice (its training counted in p above),
+    # then either R (shrink onto the reserved GPUs) or an unbilled wait and the spot
+    # restart; a return of spot capacity a planned checkpoint (C + w) and the spot restart.
+    # Spot GPUs are billed while held.
     r, notice, spot_restart = run.restart_s, mode.notice_s, mode.spot_restart_s
     scale_up = c + w + spot_restart
     if shrinks:
