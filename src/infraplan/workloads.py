@@ -422,8 +422,7 @@ class TrainScenario(_Spec):
     @field_validator("prices")
     @classmethod
     def _known_accelerators(cls, prices: dict[str, float]) -> dict[str, float]:
-        from infraplan.catalog import accelerator
+        from infraplan.economics.spec import check_price_keys
 
-        for gpu in prices:
-            accelerator(gpu)  # UnknownNameError: did you mean, how to list them
+        check_price_keys(prices)  # UnknownNameError: did you mean, how to list them
         return prices

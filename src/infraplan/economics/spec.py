@@ -61,6 +61,23 @@ class EnergySpec(StrictNumbers):
         return facility_value("pue")
 
 
+def check_price_keys(prices: dict[str, float]) -> None:
+    """Each key of a scenario's `prices:` is an accelerator of the catalog (an alias
+    accepted), each accelerator priced once: a name and its alias are two prices of one chip,
+    and the first would win silently. Messages follow the field's name ('prices names ...',
+    'prices has unknown accelerator ...')."""
+    seen: dict[str, str] = {}
+    catalog = load_catalog()
+    for key in prices:
+        name = catalog.accelerators.get(key).name  # UnknownNameError: did you mean
+        if name in seen:
+            first = seen[name]
+            raise InputError(f"names {name} twice: {first!r} (${prices[first]:g}) and "
+                             f"{key!r} (${prices[key]:g}) are the same accelerator",
+                             fix="keep one of them")
+        seen[name] = key
+
+
 def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str,
                        instance_gpus: int = 1) -> float:
     """The scenario's price for an accelerator (keys may be aliases), else the cheapest

@@ -9,11 +9,11 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field, PositiveInt, field_validator
 
-from infraplan.catalog import accelerator, distinct_accelerators, load_catalog
+from infraplan.catalog import distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
-from infraplan.economics.spec import (EnergySpec, Pricing, instance_gpus_for, plan_economics,
-                                     price_per_gpu_hour)
-from infraplan.errors import InputError, close_matches
+from infraplan.economics.spec import (EnergySpec, Pricing, check_price_keys, instance_gpus_for,
+                                      plan_economics, price_per_gpu_hour)
+from infraplan.errors import InputError, UnknownNameError, close_matches
 from infraplan.models import ModelArch, uncounted_notes
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
 from infraplan.serving.lengths import FieldError, SpecModel
@@ -121,11 +121,12 @@ class ServeScenario(SpecModel):
     seed: int = Field(default=0, ge=0)
 
     def _check(self) -> None:
-        for gpu in self.prices:  # each price is bounded by its type
-            try:
-                accelerator(gpu)
-            except InputError as exc:
-                raise FieldError("prices", f"has {exc.message}", fix=exc.fix) from None
+        try:  # each price is bounded by its type
+            check_price_keys(self.prices)
+        except InputError as exc:
+            message = f"has {exc.message}" if isinstance(exc, UnknownNameError) else \
+                exc.message
+            raise FieldError("prices", message, fix=exc.fix) from None
         if self.traffic.arrival.kind != "trace":  # a trace's rate needs its file
             self.check_peak()
 
