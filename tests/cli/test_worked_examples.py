@@ -12,9 +12,11 @@ from pathlib import Path
 
 import yaml
 
-from infraplan.catalog import load_catalog
 from infraplan.cli import main
+from infraplan.economics import instances
 from infraplan.economics.tco import self_host_vs_api
+from infraplan.serving.deployment import Deployment
+from infraplan.serving.scenario import replica_footprint
 from tests.conftest import folded_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +168,11 @@ def test_region_plan_figures_are_the_ones_quoted():
     d, econ = best["deployment"], best["economics_per_month"]
     gpus = d["replicas"] * d["tp"]
     out = best["output_tokens_per_s"]
-    cheapest = load_catalog().price_per_gpu_hour("h100-sxm5-80gb")
+    # without prices: the offer whose whole instances cost the region's replicas least
+    rental = instances.rent("h100", "on_demand", replica_footprint(Deployment(
+        model="llama-3.1-70b", gpu=d["gpu"], tp=d["tp"], replicas=d["replicas"])))
+    assert rental.billed_gpus == rental.offer.count  # the page says "one ... instance"
+    region_usd = rental.billed_gpus * rental.offer_usd_per_gpu_hour * MONTH_S / 3600
     api = self_host_vs_api(REGIONS * REGION_TOKENS_PER_S, REGIONS * gpus * 2000.0, 0.10)
     assert_page_says(
         f"| GPUs | 25 H100 | {gpus} per region, {REGIONS * gpus} in all | The cheapest plan is "
@@ -180,8 +186,10 @@ def test_region_plan_figures_are_the_ones_quoted():
         f"tok/s, which prices the output at ${best['usd_per_million_output_tokens']:.3f} per "
         "million tokens.",
         f"${REGIONS * gpus * 2000 / 1e3:.0f}K a month at $2,000 per H100-month",
-        f"At the catalog's cheapest on-demand H100 (${cheapest:.2f}/h) it would be "
-        f"${REGIONS * gpus * cheapest * MONTH_S / 3600 / 1e3:.0f}K.",
+        f"Without `prices:`, infraplan bills the catalog's offers in whole instances: each "
+        f"region's {gpus} GPUs rent one {rental.offer.count}-GPU H100 instance at "
+        f"${rental.offer_usd_per_gpu_hour:.2f} per GPU-hour, ${region_usd / 1e3:.1f}K a region "
+        f"and ${REGIONS * region_usd / 1e3:.0f}K in all.",
         f"Per region infraplan adds ${_cost(econ, 'egress'):.0f} of egress and "
         f"${_cost(econ, 'monitoring'):.0f} of monitoring",
         f"at full load the {REGIONS * gpus} GPUs cost "

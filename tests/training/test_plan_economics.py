@@ -77,10 +77,10 @@ def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
     with pytest.raises(ValueError, match=r"prices.h100\n.*less than or equal to 1000"):
         _scenario(prices={"h100": 1e300})  # printed a 300-digit cost
 
-    def no_offer(gpu, pricing, **_):
+    def no_offer(gpu, pricing, *_, **__):
         raise InputError(f"no {pricing} price for {gpu} in the catalog")
 
-    monkeypatch.setattr("infraplan.economics.spec.cheapest", no_offer)
+    monkeypatch.setattr("infraplan.economics.spec.rent", no_offer)
     result = plan_training(_scenario())  # ranking by time needs no price
     assert [n for n in result.notes if n.startswith("no cost: ")]
     economics = result.best[0].economics  # energy and carbon still count

@@ -314,3 +314,27 @@ def test_without_prices_every_strategy_rents_whole_nodes_as_plan_train_does():
     spot = min(o.usd_per_gpu_hour("spot") for o in offers_for("h100", pricing="spot")
                if o.count >= 8)
     assert sim.prices_usd_per_gpu_hour["spot"] == spot
+
+
+def test_prices_are_the_price_of_the_scenarios_pricing_as_plan_train_bills_it():
+    """pricing: spot with prices: {h100: 1.0}: plan train bills spot at $1.00; simulate
+    train took the $1.00 as on-demand and its spot at $0.42, so its on-demand run cost
+    less than plan train's spot bill. Now $1.00 is spot, and on-demand the catalog's."""
+    from infraplan.economics.offers import offers_for
+
+    scenario = TrainScenario.model_validate({**BASE, "pricing": "spot", "prices": {"h100": 1.0},
+                                             "run": {"trials": 50,
+                                                     "strategies": ["on_demand", "spot"]}})
+    plan = plan_training(scenario).best[0]
+    assert plan.economics["usd_per_gpu_hour"] == 1.0
+    sim = simulate_training_run(scenario, plan)
+    node = min(o.usd_per_gpu_hour() for o in offers_for("h100") if o.count >= 8)
+    assert sim.prices_usd_per_gpu_hour == {"on_demand": node, "spot": 1.0}
+    assert sim.price_sources["spot"] == "the scenario's (prices:, pricing: spot)"
+    assert "8+ GPUs an instance" in sim.price_sources["on_demand"]
+    reserved = TrainScenario.model_validate({
+        **BASE, "pricing": "reserved-1y", "prices": {"h100": 1.5},
+        "run": {"trials": 50, "strategies": ["reserved_plus_spot"], "reserved": {"gpus": 32},
+                "spot": {"usd_per_gpu_hour": 1.0}}})
+    sim = simulate_training_run(reserved, plan_training(reserved).best[0])
+    assert sim.prices_usd_per_gpu_hour == {"on_demand": node, "spot": 1.0, "reserved": 1.5}

@@ -23,7 +23,7 @@ from infraplan.catalog import load_catalog
 from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
 from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
-from infraplan.economics.offers import cheapest
+from infraplan.economics.instances import Footprint, rent, training_footprint
 from infraplan.errors import InputError
 
 Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
@@ -79,10 +79,11 @@ def check_price_keys(prices: dict[str, float]) -> None:
 
 
 def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str,
-                       instance_gpus: int = 1) -> float:
-    """The scenario's price for an accelerator (keys may be aliases), else the cheapest
-    offer in the catalog for `pricing` of instances with `instance_gpus` or more."""
-    return priced(gpu, prices=prices, pricing=pricing, instance_gpus=instance_gpus)[0]
+                       footprint: Footprint | None = None) -> float:
+    """The scenario's price for an accelerator (keys may be aliases), else the catalog's
+    for `pricing`: the offer whose whole instances cost `footprint`'s job least, spread over
+    the GPUs it uses (instances.rent; None: one GPU)."""
+    return priced(gpu, prices=prices, pricing=pricing, footprint=footprint)[0]
 
 
 def instance_gpus_for(gpu: str, num_gpus, system=None):
@@ -94,8 +95,13 @@ def instance_gpus_for(gpu: str, num_gpus, system=None):
     return np.minimum(num_gpus, hardware.cluster(gpu, system).system.accelerators_per_node)
 
 
+def training_footprint_for(gpu: str, num_gpus: int, system=None) -> Footprint:
+    """A training job of `num_gpus` on rented instances that hold its GPUs up to a node."""
+    return training_footprint(num_gpus, int(instance_gpus_for(gpu, num_gpus, system)))
+
+
 def priced(gpu: str, *, prices: dict[str, float], pricing: str,
-           instance_gpus: int = 1) -> tuple[float, str]:
+           footprint: Footprint | None = None) -> tuple[float, str]:
     """price_per_gpu_hour and where it came from: the scenario, or the offer it picked (the
     cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
     to see that before trusting the bill)."""
@@ -104,14 +110,8 @@ def priced(gpu: str, *, prices: dict[str, float], pricing: str,
     for key, price in prices.items():
         if catalog.accelerators.get(key).name == name:
             return price, "the scenario's price"
-    offer = cheapest(name, pricing, instance_gpus=instance_gpus)
-    where = f" ({offer.region})" if offer.region else ""
-    size = "" if instance_gpus <= 1 else (
-        f" of {instance_gpus}+ GPUs an instance" if offer.count >= instance_gpus else
-        f" (none in the table holds {instance_gpus} in one instance)")
-    return offer.usd_per_gpu_hour(pricing), (
-        f"cheapest {pricing.replace('_', '-')} offer{size}: {offer.provider} "
-        f"{offer.instance_type}{where}; set prices: {{{name}: ...}} for yours")
+    rental = rent(name, pricing, footprint or Footprint())
+    return rental.usd_per_gpu_hour, f"{rental.basis()}; set prices: {{{name}: ...}} for yours"
 
 
 @dataclass(frozen=True)
@@ -135,20 +135,21 @@ class LinearCost:
         at_month = plan_cost(0.0, 0.0, month_s, costs).total_usd
         return cls(dict(prices), pricing, at_zero, (at_month - at_zero) / month_s)
 
-    def usd_per_gpu_hour(self, gpu: str, instance_gpus: int = 1) -> float:
-        key = (gpu, instance_gpus)
+    def usd_per_gpu_hour(self, gpu: str, num_gpus: int = 1, system=None) -> float:
+        """The price of a GPU-hour of a training job of `num_gpus` (whole instances)."""
+        key = (gpu, num_gpus, system)
         if key not in self._rates:
-            self._rates[key] = price_per_gpu_hour(gpu, prices=self.prices,
-                                                  pricing=self.pricing,
-                                                  instance_gpus=instance_gpus)
+            self._rates[key] = price_per_gpu_hour(
+                gpu, prices=self.prices, pricing=self.pricing,
+                footprint=training_footprint_for(gpu, num_gpus, system))
         return self._rates[key]
 
-    def total_usd(self, gpu: str, gpu_hours, duration_s, instance_gpus=1):
-        """Vectorised over plans; `instance_gpus` (instance_gpus_for each plan) may be an
-        array, priced once per distinct size."""
-        sizes, at = np.unique(np.asarray(instance_gpus), return_inverse=True)
-        rate = np.array([self.usd_per_gpu_hour(gpu, int(n)) for n in sizes])[at]
-        rate = rate.reshape(np.shape(instance_gpus))
+    def total_usd(self, gpu: str, gpu_hours, duration_s, num_gpus=1, system=None):
+        """Vectorised over plans; `num_gpus` (each plan's) may be an array, priced once per
+        distinct count."""
+        counts, at = np.unique(np.asarray(num_gpus), return_inverse=True)
+        rate = np.array([self.usd_per_gpu_hour(gpu, int(n), system) for n in counts])[at]
+        rate = rate.reshape(np.shape(num_gpus))
         return np.asarray(gpu_hours) * rate + self.fixed_usd + \
             self.usd_per_s * np.asarray(duration_s)
 
@@ -174,16 +175,16 @@ class PlanEconomics:
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute",
-                   instance_gpus: int = 1) -> PlanEconomics:
+                   footprint: Footprint | None = None) -> PlanEconomics:
     """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
-    priced on instances of `instance_gpus` or more (instance_gpus_for). Without a price for
+    priced on whole instances as `footprint` fills them (instances.rent). Without a price for
     the accelerator the cost is None and says why; energy and carbon are always there."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
     try:
-        price, basis = priced(gpu, prices=prices, pricing=pricing, instance_gpus=instance_gpus)
+        price, basis = priced(gpu, prices=prices, pricing=pricing, footprint=footprint)
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     label = f"{compute_label} ({pricing.replace('_', '-')})"

@@ -16,7 +16,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from infraplan.catalog import load_catalog
 from infraplan.economics.cost import UsdPerGpuHour
-from infraplan.economics.offers import cheapest, offers_for
+from infraplan.economics.instances import Footprint, rent
+from infraplan.economics.offers import offers_for
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.spec_checks import StrictNumbers
 from infraplan.reliability.montecarlo import MAX_TRIALS, STRATEGIES
@@ -53,7 +54,7 @@ class SpotSpec(_Spec):
     restart_s: float = Field(default=600.0, ge=0)
 
     def price(self, gpu: str, on_demand_usd_per_gpu_hour: float, *,
-              scenario_priced: bool, instance_gpus: int = 1) -> tuple[float, str]:
+              scenario_priced: bool, footprint: Footprint | None = None) -> tuple[float, str]:
         """(spot USD per GPU-hour, where it came from), first rule that applies:
         1. run.spot.usd_per_gpu_hour;
         2. a discount given in run.spot, off the scenario's on-demand price;
@@ -61,7 +62,7 @@ class SpotSpec(_Spec):
            catalog's cheapest spot offer off the same provider's on-demand price (the
            default discount when the catalog has no such pair);
         4. the catalog's cheapest spot offer (its on-demand price is the catalog's too).
-        Offers are of instances holding `instance_gpus` where any are (offers.cheapest).
+        Offers are billed in whole instances as `footprint` fills them (instances.rent).
         A price at or above on-demand is refused: spot would never pay."""
         od = on_demand_usd_per_gpu_hour
         if self.usd_per_gpu_hour is not None:
@@ -70,7 +71,8 @@ class SpotSpec(_Spec):
             price, source = od * (1 - self.discount), \
                 f"on-demand ${od:,.2f} less run.spot.discount {self.discount:.0%}"
         else:
-            offer, own = _spot_offer(gpu, instance_gpus)
+            rental, own = _spot_offer(gpu, footprint or Footprint())
+            offer = rental and rental.offer
             if scenario_priced:
                 if own is None:
                     discount, origin = DEFAULT_DISCOUNT, "the default discount (the catalog " \
@@ -86,8 +88,8 @@ class SpotSpec(_Spec):
                 price, source = od * (1 - DEFAULT_DISCOUNT), \
                     f"on-demand less the default discount {DEFAULT_DISCOUNT:.0%} (no spot offer)"
             else:
-                price, source = offer.spot_usd_per_gpu_hour, \
-                    f"the catalog's cheapest spot offer ({offer.provider})"
+                price, source = rental.usd_per_gpu_hour, \
+                    f"the catalog's {rental.basis()}"
         if not price < od:
             raise InputError(f"run.spot: the spot price ${price:,.2f} per GPU-hour ({source}) "
                              f"is not below on-demand ${od:,.2f}",
@@ -135,18 +137,20 @@ class SpotSpec(_Spec):
                          restart_s=self.restart_s, **extra)
 
 
-def _spot_offer(gpu: str, instance_gpus: int = 1):
-    """(cheapest spot offer or None, the on-demand USD per GPU-hour of the same provider:
-    the offer's own, else the provider's cheapest for the GPU, else None)."""
+def _spot_offer(gpu: str, footprint: Footprint):
+    """(the spot rental whose whole instances cost least, or None; the on-demand USD per
+    GPU-hour of the same provider: the offer's own, else the provider's cheapest for the
+    GPU, else None)."""
     try:
-        offer = cheapest(gpu, "spot", instance_gpus=instance_gpus)
+        rental = rent(gpu, "spot", footprint)
     except InputError:
         return None, None
+    offer = rental.offer
     own = offer.on_demand_usd_per_gpu_hour
     if own is None:
         same = offers_for(gpu, offer.provider, pricing="on_demand")
         own = same[0].on_demand_usd_per_gpu_hour if same else None
-    return offer, own
+    return rental, own
 
 
 class ReservedSpec(_Spec):

@@ -24,7 +24,7 @@ from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, plan
                                          stationary_stream, violations)
 from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
                                             sixteen_bit)
-from infraplan.serving.scenario import ServeScenario, replica_instance_gpus
+from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.traffic import generate, mean_rate_per_s
 
 
@@ -170,7 +170,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         try:
             if isinstance(prices[gpu], InputError):
                 raise prices[gpu]
-            price = scenario.price_per_gpu_hour(gpu, replica_instance_gpus(dep))
+            scenario.deployment_price(dep)  # no price for its instances: fails here
             resolved = resolve(dep, base_dir=base_dir, arch=arch)
         except InputError as exc:
             cand.reason = str(exc)  # with its fix: a price to give, a TP that divides
@@ -178,7 +178,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
             continue
         cand.capacity_requests_per_s = saturated_requests_per_s(resolved, stream)
         replicas, summary, count, why = fewest_replicas(
-            scenario, resolved, rate, slo, space.max_replicas, price, base_dir,
+            scenario, resolved, rate, slo, space.max_replicas, None, base_dir,
             cand.capacity_requests_per_s)
         sims += count + 1
         cand.deployment = dep.model_copy(update={"replicas": replicas or space.max_replicas})
@@ -194,7 +194,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
             cand.reason = why
             rejected.append(cand)
             continue
-        cand.usd_per_hour = cand.deployment.num_gpus * price
+        cand.usd_per_hour = cand.deployment.num_gpus * scenario.deployment_price(
+            cand.deployment)
         cand.resolved = resolved
         candidates.append(cand)
     ranked, confirmations = confirm_cheapest(scenario, candidates, rate, slo, base_dir)

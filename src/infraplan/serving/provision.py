@@ -99,8 +99,13 @@ def _beyond(value_s: float, limit_s: float) -> str:
     return f"{value_s * scale:.{digits}g} {unit} > {limit_s * scale:g} {unit}"
 
 
-def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int, price,
-                 base_dir) -> dict:
+def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int,
+                        price: float | None, base_dir) -> dict:
+    """One replica's share of the stream split over `replicas`, simulated and summarised;
+    `price` per GPU-hour, None: the scenario's for `replicas` of them on whole instances."""
+    if price is None:
+        price = scenario.deployment_price(resolved.deployment.model_copy(
+            update={"replicas": replicas}))
     requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir, share_of=replicas)
     result = simulate(resolved.deployment, requests, resolved=resolved)
@@ -177,7 +182,6 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     Performance Modeling and Design of Computer Systems, ch. 24), so the deployment may
     meet the SLOs with fewer, and `simulate serve` of it would say so."""
     sims = 0
-    price = cand.usd_per_hour / cand.deployment.num_gpus
     requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                         seed=scenario.seed, base_dir=base_dir)
     # below this count the replicas are loaded past their saturated capacity
@@ -189,7 +193,7 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
         sims += 1
         dep = cand.deployment.model_copy(update={"replicas": replicas})
         return summarize(simulate(dep, requests, resolved=cand.resolved), slo=slo,
-                         usd_per_gpu_hour=price)
+                         usd_per_gpu_hour=scenario.deployment_price(dep))
 
     replicas = cand.deployment.replicas
     summary = run(replicas)
@@ -208,5 +212,5 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
             replicas, summary = replicas - 1, fewer
     cand.deployment = cand.deployment.model_copy(update={"replicas": replicas})
     cand.summary = summary
-    cand.usd_per_hour = price * cand.deployment.num_gpus
+    cand.usd_per_hour = summary["cost"]["usd_per_gpu_hour"] * cand.deployment.num_gpus
     return sims

@@ -13,16 +13,15 @@ from pathlib import Path
 
 from infraplan.errors import InputError
 from infraplan.serving.metrics import require_completions, summarize
-from infraplan.serving.scenario import replica_instance_gpus
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 
 
 def price_or_note(scenario, dep) -> tuple[float | None, str | None]:
-    """(the scenario's price of `dep`'s accelerator on instances that hold a replica, None),
+    """(the scenario's price of a GPU-hour of `dep`, its replicas on whole instances, None),
     or (None, why there is none, with the fix)."""
     try:
-        return scenario.price_per_gpu_hour(dep.gpu, replica_instance_gpus(dep)), None
+        return scenario.deployment_price(dep), None
     except InputError as exc:
         return None, str(exc)
 

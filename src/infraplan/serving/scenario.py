@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, field_validator
 
 from infraplan.catalog import distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
+from infraplan.economics.instances import Footprint
 from infraplan.economics.spec import (EnergySpec, Pricing, check_price_keys, instance_gpus_for,
                                       plan_economics, price_per_gpu_hour)
 from infraplan.errors import InputError, UnknownNameError, close_matches
@@ -158,11 +159,16 @@ class ServeScenario(SpecModel):
             scenario.deployment_spec()
         return scenario
 
-    def price_per_gpu_hour(self, gpu: str, instance_gpus: int = 1) -> float:
+    def price_per_gpu_hour(self, gpu: str, footprint: Footprint | None = None) -> float:
         """The scenario's price for an accelerator (keys may be aliases), else the catalog's
-        lowest for the scenario's pricing on instances of `instance_gpus` or more."""
+        for the scenario's pricing, on the whole instances `footprint` fills (None: one
+        GPU), spread over the GPUs it uses."""
         return price_per_gpu_hour(gpu, prices=self.prices, pricing=self.pricing,
-                                  instance_gpus=instance_gpus)
+                                  footprint=footprint)
+
+    def deployment_price(self, dep: Deployment) -> float:
+        """What a GPU-hour of `dep` costs, its replicas packed on whole instances."""
+        return self.price_per_gpu_hour(dep.gpu, replica_footprint(dep))
 
     def monthly_economics(self, dep: Deployment) -> dict:
         """A deployment's month (30.44 days) as line items, energy and carbon."""
@@ -170,7 +176,7 @@ class ServeScenario(SpecModel):
         return plan_economics(dep.gpu, n, n * month_s / 3600.0, month_s,
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
                               energy=self.energy,
-                              instance_gpus=replica_instance_gpus(dep)).to_json()
+                              footprint=replica_footprint(dep)).to_json()
 
     def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
         """The deployment; with no weight_dtype, a quantized checkpoint's own format (its
@@ -222,7 +228,9 @@ class ServeScenario(SpecModel):
 
 
 
-def replica_instance_gpus(dep) -> int:
-    """Accelerators one rented instance must hold for a replica: its TP x PP GPUs, up to a
-    node (a TP group needs the node's NVLink, not GPUs on separate VMs)."""
-    return int(instance_gpus_for(dep.gpu, dep.tp * dep.pp))
+def replica_footprint(dep) -> Footprint:
+    """How `dep` fills rented instances: its replicas of TP x PP GPUs, each on one instance
+    that holds it up to a node (a TP group needs the node's NVLink, not GPUs on separate
+    VMs)."""
+    group = dep.tp * dep.pp
+    return Footprint(int(instance_gpus_for(dep.gpu, group)), group, dep.replicas)

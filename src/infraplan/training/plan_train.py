@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from infraplan.catalog.schema import Accelerator
 from infraplan.economics.cost import CostInputs
-from infraplan.economics.spec import LinearCost, instance_gpus_for, plan_economics
+from infraplan.economics.spec import LinearCost, plan_economics, training_footprint_for
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
@@ -212,12 +212,12 @@ def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
 def with_economics(plan: PlanResult, scenario: TrainScenario, node=None,
                    costs: CostInputs | None = None) -> PlanResult:
     """The plan with its cost line items, facility energy and carbon attached; priced on
-    instances of whole `node`s (the node type it was planned on) once it spans one.
+    whole instances that hold its GPUs up to a `node` (the node type it was planned on).
     `costs`: scenario.billed_costs(), when the caller has it already."""
     n = plan.plan.num_gpus
     costs = scenario.billed_costs() if costs is None else costs
     e = plan_economics(plan.accelerator, n, plan.gpu_hours,
                        plan.time_to_train_s, prices=scenario.prices, pricing=scenario.pricing,
                        costs=costs, energy=scenario.energy,
-                       instance_gpus=int(instance_gpus_for(plan.accelerator, n, node)))
+                       footprint=training_footprint_for(plan.accelerator, n, node))
     return replace(plan, economics=e.to_json())

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infraplan.catalog.schema import System
-from infraplan.economics.spec import LinearCost, instance_gpus_for
+from infraplan.economics.spec import LinearCost
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
@@ -98,9 +98,8 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
                                                len(gpus) * len(knobs.gpus)))
         ev, cands, n = _evaluate_gpu(arch, gpu, job, knobs, node, tick)
         if cost is not None and "gpu_hours" in ev.out:
-            ev.out["cost_usd"] = cost.total_usd(
-                gpu, ev.out["gpu_hours"], ev.out["time_to_train_s"],
-                instance_gpus_for(gpu, ev.out["gpus"], node))
+            ev.out["cost_usd"] = cost.total_usd(gpu, ev.out["gpu_hours"],
+                                                ev.out["time_to_train_s"], ev.out["gpus"], node)
         evaluated.append(ev)
         candidates += cands
         count += n

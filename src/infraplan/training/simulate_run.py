@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import StorageTier
-from infraplan.economics.offers import price_per_gpu_hour as offer_price
+from infraplan.economics.instances import rent, training_footprint
 from infraplan.economics import spec
 from infraplan.errors import InputError
 from infraplan.models import load_model, param_counts
@@ -175,17 +175,31 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     spot and reserved must each be below on-demand, or the strategy could never pay."""
     run, catalog = scenario.run, load_catalog()
     name = catalog.accelerators.get(gpu).name
-    priced = any(catalog.accelerators.get(k).name == name for k in scenario.prices)
-    # whole nodes once the job spans one, as plan train prices it; the basis names the offer
-    size = min(n, per_node)
-    on_demand, basis = spec.priced(gpu, prices=scenario.prices, pricing="on_demand",
-                                   instance_gpus=size)
-    prices = {"on_demand": on_demand}
-    sources = {"on_demand": "the scenario's (prices:)" if priced else basis}
+    # prices: is the price of the scenario's pricing: (as plan train bills it); the other
+    # strategies' prices come from run: or the catalog
+    own = next((p for k, p in scenario.prices.items()
+                if catalog.accelerators.get(k).name == name), None)
+    given = {} if own is None else {scenario.pricing: own}
+    label = f"the scenario's (prices:, pricing: {scenario.pricing})"
+    # whole instances holding the job's GPUs up to a node, as plan train prices it
+    footprint = training_footprint(n, min(n, per_node))
+    if "on_demand" in given:
+        on_demand, basis = given["on_demand"], label
+    else:
+        on_demand, basis = spec.priced(gpu, prices={}, pricing="on_demand",
+                                       footprint=footprint)
+    prices, sources = {"on_demand": on_demand}, {"on_demand": basis}
     spot = None
     if {"spot", "reserved_plus_spot"} & set(run.strategies):
-        prices["spot"], sources["spot"] = run.spot.price(gpu, on_demand, scenario_priced=priced,
-                                                         instance_gpus=size)
+        if "spot" in given and run.spot.usd_per_gpu_hour is None and run.spot.discount is None:
+            prices["spot"], sources["spot"] = given["spot"], label
+            if not given["spot"] < on_demand:
+                raise InputError(f"prices: the spot price ${given['spot']:,.2f} is not below "
+                                 f"on-demand ${on_demand:,.2f} ({basis})",
+                                 fix="drop spot from run.strategies, or check the price")
+        else:
+            prices["spot"], sources["spot"] = run.spot.price(
+                gpu, on_demand, scenario_priced="on_demand" in given, footprint=footprint)
         spot = run.spot.model(prices["spot"])
     if "reserved_plus_spot" not in run.strategies:
         return prices, sources, spot, 0
@@ -205,9 +219,11 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     if run.reserved.usd_per_gpu_hour is not None:
         prices["reserved"], sources["reserved"] = run.reserved.usd_per_gpu_hour, \
             "run.reserved.usd_per_gpu_hour"
+    elif scenario.pricing.startswith("reserved") and own is not None:
+        prices["reserved"], sources["reserved"] = own, label
     else:
-        prices["reserved"], sources["reserved"] = _reserved_offer(gpu, size), \
-            "the catalog's cheapest 1-year reserved offer"
+        prices["reserved"], sources["reserved"] = _reserved_offer(
+            gpu, training_footprint(reserved, min(reserved, per_node)))
     if not prices["reserved"] < on_demand:
         origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
         raise InputError(f"run.reserved.usd_per_gpu_hour: the reserved price "
@@ -217,9 +233,12 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     return prices, sources, spot, reserved
 
 
-def _reserved_offer(gpu: str, instance_gpus: int) -> float:
+def _reserved_offer(gpu: str, footprint) -> tuple[float, str]:
+    """(USD per GPU-hour, its basis) of the catalog's 1-year reservation of the reserved
+    GPUs' whole instances."""
     try:
-        return offer_price(gpu, "reserved-1y", instance_gpus=instance_gpus)
+        rental = rent(gpu, "reserved-1y", footprint)
     except InputError:
         raise InputError(f"no 1-year reserved offer for {gpu} in the catalog",
                          fix="give run.reserved.usd_per_gpu_hour") from None
+    return rental.usd_per_gpu_hour, f"the catalog's {rental.basis()}"

@@ -1,0 +1,103 @@
+"""Whole instances: clouds rent a node's GPUs together, so a job that fills part of an
+instance pays for all of it.
+
+A job sits on instances as `groups` groups of `group_gpus` accelerators: a serving
+replica's TP x PP GPUs share one instance's NVLink, so replicas pack floor(c / g) to an
+instance of c GPUs; a training job's GPUs pack c to an instance (groups of one). An
+instance must hold at least `min_instance_gpus` (the job's GPUs up to a node: a TP group
+needs the node's NVLink, not GPUs on separate VMs).
+
+The offer billed is the one whose whole instances cost least for the job, not the cheapest
+GPU-hour: three 2-GPU replicas on 8-GPU instances at $2.95 pay for 8 GPUs ($23.60/h), more
+than on 2-GPU instances at $3.50 (6 GPUs, $21.00/h).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infraplan.economics.offers import Offer, cheapest, offers_for
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """How a job occupies rented instances (module docstring)."""
+
+    min_instance_gpus: int = 1
+    group_gpus: int = 1
+    groups: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.group_gpus * self.groups
+
+    def billed_gpus(self, instance_gpus: int) -> int:
+        """GPUs paid for on instances of `instance_gpus`: groups that fit pack
+        floor(c / g) to an instance, a larger group takes ceil(g / c) instances of its own."""
+        c, g = instance_gpus, self.group_gpus
+        if g <= c:
+            return math.ceil(self.groups / (c // g)) * c
+        return self.groups * math.ceil(g / c) * c
+
+
+def training_footprint(num_gpus: int, min_instance_gpus: int) -> Footprint:
+    """A training job of `num_gpus` whose instances hold `min_instance_gpus` or more."""
+    return Footprint(int(min_instance_gpus), 1, int(num_gpus))
+
+
+@dataclass(frozen=True)
+class Rental:
+    """The offer a job rents and what it pays per GPU-hour it uses."""
+
+    offer: Offer
+    pricing: str
+    footprint: Footprint
+    billed_gpus: int  # whole instances; the job's own GPUs when no offer is large enough
+
+    @property
+    def offer_usd_per_gpu_hour(self) -> float:
+        return self.offer.usd_per_gpu_hour(self.pricing)
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        """The instances' bill spread over the GPUs the job uses."""
+        return self.offer_usd_per_gpu_hour * self.billed_gpus / self.footprint.gpus
+
+    @property
+    def fits(self) -> bool:
+        return self.offer.count >= self.footprint.min_instance_gpus
+
+    def basis(self) -> str:
+        """Where the price comes from, in words (the line item's basis)."""
+        o, fp = self.offer, self.footprint
+        where = f" ({o.region})" if o.region else ""
+        label = self.pricing.replace("_", "-")
+        if not self.fits:
+            size = (f" (none in the table holds {fp.min_instance_gpus} in one instance)"
+                    if fp.min_instance_gpus > 1 else "")
+            return f"cheapest {label} offer{size}: {o.provider} {o.instance_type}{where}"
+        size = f" of {fp.min_instance_gpus}+ GPUs an instance" \
+            if fp.min_instance_gpus > 1 else ""
+        text = f"cheapest {label} offer{size}: {o.provider} {o.instance_type}{where}"
+        if self.billed_gpus > fp.gpus:
+            text += (f"; whole {o.count}-GPU instances billed, {self.billed_gpus} GPUs at "
+                     f"${self.offer_usd_per_gpu_hour:,.2f}/GPU-h for the {fp.gpus} used")
+        return text
+
+
+def rent(accelerator: str, pricing: str, footprint: Footprint, *,
+         offers: list[Offer] | None = None) -> Rental:
+    """The offer whose whole instances cost the job least among those holding
+    `footprint.min_instance_gpus`; when none is that large, the cheapest GPU-hour of any
+    size, billed per GPU (offers.cheapest). An InputError says what exists when no offer
+    has a `pricing` price. `offers`: a table instead of the shipped one."""
+    fitting = [o for o in offers_for(accelerator, pricing=pricing, offers=offers)
+               if o.count >= footprint.min_instance_gpus]
+    if not fitting:
+        return Rental(cheapest(accelerator, pricing, offers=offers), pricing, footprint,
+                      footprint.gpus)
+    # offers_for sorts by GPU-hour price: min keeps the first of equal bills
+    best = min(fitting, key=lambda o: footprint.billed_gpus(o.count) * o.usd_per_gpu_hour(
+        pricing))
+    return Rental(best, pricing, footprint, footprint.billed_gpus(best.count))
