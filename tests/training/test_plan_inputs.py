@@ -277,3 +277,19 @@ def test_mfu_at_long_context_says_what_causal_kernels_execute():
                     f"{mfu:.1%} MFU is {mfu * share:.1%} of peak executed"]
     short = plan_training(_scenario(model="llama-3.1-8b", seq_len=8192))
     assert not [n for n in short.notes if "causal kernels run" in n]
+
+
+def test_an_accelerator_with_no_plan_that_fits_is_named_not_dropped():
+    """gpus [h100, t4]: T4 vanished from the comparison (by_accelerator held H100 alone,
+    no note), while T4 alone was refused with its reason."""
+    scenario = TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "hardware": {"gpus": ["h100", "t4"], "counts": [8]},
+        "training": {"tokens": 1e11, "global_batch": 256, "seq_len": 4096}})
+    result = plan_training(scenario)
+    assert [p.accelerator for p in result.by_accelerator] == ["h100-sxm5-80gb"]
+    (note,) = [n for n in result.notes if n.startswith("t4 left out")]
+    with pytest.raises(InputError) as alone:
+        plan_training(scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
+            update={"gpus": ("t4",)})}))
+    assert note == f"t4 left out: {alone.value.message}"
+    assert "needs 16.1 GiB per accelerator, t4 has 15.0 GiB" in note

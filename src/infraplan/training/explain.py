@@ -119,6 +119,15 @@ def _knob_value(knob, value):
     return int(value)
 
 
+def left_out(evaluated, knobs: Knobs, arch, job) -> list[str]:
+    """A note for each accelerator of a comparison none of whose plans fits in memory: it
+    would otherwise drop out of the results unexplained."""
+    return [f"{ev.gpu} left out: " + _too_big(ev, ev.out["memory_bytes"].min(),
+                                             ev.out["capacity_bytes"][0], knobs, arch,
+                                             job).message
+            for ev in evaluated if ev.out and not ev.out["fits"].any()]
+
+
 def nothing_fits(evaluated, limits: Limits, knobs: Knobs, arch, job) -> InputError:
     mins = [(ev.out["memory_bytes"].min(), ev) for ev in evaluated if ev.out]
     need, ev = min(mins, key=lambda m: m[0])

@@ -18,7 +18,7 @@ from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob
 from infraplan.training.evaluated import (KEPT_COLUMNS, KNOB_COLUMNS, Evaluated, Limits,
                                           allowed, objective_of, plan_at, spend_of,
                                           tie_breaker)
-from infraplan.training.explain import nothing_fits, why_rejected
+from infraplan.training.explain import left_out, nothing_fits, why_rejected
 from infraplan.training.space import Knobs, build_space, why_nothing_runs
 
 
@@ -132,7 +132,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
                         rejected=why_rejected(arch, job, best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
-                        search_seconds=elapsed)
+                        search_seconds=elapsed, notes=left_out(evaluated, knobs, arch, job))
 
 
 def _result(arch, ev, i, job) -> PlanResult:
