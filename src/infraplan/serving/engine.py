@@ -76,9 +76,12 @@ class Replica:
         self.block_seconds = 0.0  # integral of blocks in use over time
         self.peak_used = 0
         # requests not yet scheduled (in `waiting`, not in `done`: vLLM's
-        # num_requests_waiting): the integral of their count over time, and its peak
-        self.waiting_seconds = 0.0
+        # num_requests_waiting): their count and its peak. The integral of the count over
+        # time is the sum of each wait, scheduled - queued: queuing subtracts its time,
+        # scheduling adds its own (Little's law; nothing to do per step)
+        self.unscheduled = 0
         self.peak_waiting = 0
+        self.waiting_seconds = 0.0
         # queue length and KV use over time, thinned to at most ~2 x TIMELINE_POINTS
         self.timeline: list[tuple[float, int, int, int]] = []
         # decode step cost by batch: a + b x ctx, at least floor
@@ -105,12 +108,11 @@ class Replica:
         elif not self.chunked and book.prompt[rid] > self.budget:
             book.drop(rid, REFUSED_BUDGET)
         else:
-            waiting = self.waiting
-            waiting.append(rid)
-            if arrival_s is not None and arrival_s < self.now:
-                self.waiting_seconds += self.now - arrival_s
-            if len(waiting) - len(self.done) > self.peak_waiting:
-                self.peak_waiting = len(waiting) - len(self.done)
+            self.waiting.append(rid)
+            self.waiting_seconds -= self.now if arrival_s is None else arrival_s
+            queued = self.unscheduled = self.unscheduled + 1
+            if queued > self.peak_waiting:
+                self.peak_waiting = queued
 
     def run_until(self, t_limit: float) -> None:
         """Run every step that starts before `t_limit` (inf: until all work is done)."""
@@ -192,6 +194,7 @@ class Replica:
         budget = 0 if preempted else self.budget - n
         chunks: list[tuple[int, int, int]] = []  # (request, tokens before, chunk)
         tokens = pairs = finishing = 0
+        held_before = len(done_of)  # the loop adds the requests it schedules to done_of
         prompt_of, generated = book.prompt, book.generated
         for rid in self.waiting:
             if budget <= 0:
@@ -225,6 +228,10 @@ class Replica:
             pairs += chunk * done + chunk * (chunk + 1) // 2
             budget -= chunk
             finishing += done + chunk == prompt
+        admitted = len(done_of) - held_before
+        if admitted:  # scheduled now, at the step's start
+            self.waiting_seconds += admitted * self.now
+            self.unscheduled -= admitted
         if not chunks:  # the head could not start after all (decodes took its blocks)
             if running:
                 self._decode_jump(INF, max_steps=1)
@@ -312,7 +319,6 @@ class Replica:
     # ------------------------------------------------------------------ bookkeeping
     def _advance_clock(self, dt: float, steps: int = 1) -> None:
         self.block_seconds += self.used * dt
-        self.waiting_seconds += (len(self.waiting) - len(self.done)) * dt
         if self.used > self.peak_used:
             self.peak_used = self.used
         self.now += dt
@@ -321,10 +327,16 @@ class Replica:
         if self.now >= self.next_sample_s:
             self._sample()
 
+    def _requeue(self, delta: int) -> None:
+        """`delta` requests rejoin the unscheduled now (preempted, or a partial prefill
+        given back), or one leaves it unscheduled (dropped: its wait ends now)."""
+        self.waiting_seconds -= delta * self.now
+        self.unscheduled += delta
+        self.peak_waiting = max(self.peak_waiting, self.unscheduled)
+
     def _sample(self) -> None:
         timeline = self.timeline
-        timeline.append((self.now, len(self.waiting) - len(self.done), len(self.running),
-                         self.used))
+        timeline.append((self.now, self.unscheduled, len(self.running), self.used))
         if len(timeline) >= 2 * TIMELINE_POINTS:  # keep every other point, sample half as often
             del timeline[1::2]
             self.sample_every_s = 2 * self.sample_every_s or self.now / TIMELINE_POINTS
@@ -381,9 +393,11 @@ class Replica:
                 self.done[rid])
             del self.done[rid]
             self.book.preempt(rid)
+            self._requeue(1)
         elif self.used == 0:
             self.waiting.popleft()
             self.book.drop(head, "does not fit in the KV cache")
+            self._requeue(-1)
 
     def _preempt(self) -> None:
         """Free the most recently admitted sequence; it is recomputed later (vLLM's
@@ -395,7 +409,7 @@ class Replica:
         self._release(rid, length)
         self.book.preempt(rid)
         self.waiting.appendleft(rid)
-        self.peak_waiting = max(self.peak_waiting, len(self.waiting) - len(self.done))
+        self._requeue(1)
 
 
 class RequestBook:
