@@ -23,7 +23,7 @@ from infraplan.workloads import TrainScenario
     (Footprint(2, 2, 3), 2, 6),
     (Footprint(8, 16, 2), 8, 32),  # a replica over two nodes takes two instances
     (training_footprint(12, 8), 8, 16),  # 12 GPUs: two 8-GPU nodes
-    (training_footprint(4, 4), 8, 8),
+    (training_footprint(4, 8), 8, 8),  # 4 GPUs: half an 8-GPU node
     (training_footprint(64, 8), 8, 64),
 ])
 def test_billed_gpus_are_whole_instances(footprint, instance_gpus, billed):

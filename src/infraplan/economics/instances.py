@@ -41,9 +41,10 @@ class Footprint:
         return self.groups * math.ceil(g / c) * c
 
 
-def training_footprint(num_gpus: int, min_instance_gpus: int) -> Footprint:
-    """A training job of `num_gpus` whose instances hold `min_instance_gpus` or more."""
-    return Footprint(int(min_instance_gpus), 1, int(num_gpus))
+def training_footprint(num_gpus: int, node_gpus: int) -> Footprint:
+    """A training job of `num_gpus` on nodes of `node_gpus`: its instances hold all its
+    GPUs up to a node."""
+    return Footprint(int(min(num_gpus, node_gpus)), 1, int(num_gpus))
 
 
 @dataclass(frozen=True)

@@ -86,18 +86,25 @@ def price_per_gpu_hour(gpu: str, *, prices: dict[str, float], pricing: str,
     return priced(gpu, prices=prices, pricing=pricing, footprint=footprint)[0]
 
 
-def instance_gpus_for(gpu: str, num_gpus, system=None):
-    """Accelerators one rented instance must hold for a job (or a serving replica) of
-    `num_gpus` (an int, or an array of them): all of them up to a node of `system` (the
-    accelerator's default node type), whole nodes beyond."""
+def node_gpus(gpu: str, system=None) -> int:
+    """Accelerators in a node of `system` (the accelerator's default node type): what one
+    rented instance must hold of a job that spans nodes."""
     from infraplan.physics import hardware
 
-    return np.minimum(num_gpus, hardware.cluster(gpu, system).system.accelerators_per_node)
+    return hardware.cluster(gpu, system).system.accelerators_per_node
 
 
 def training_footprint_for(gpu: str, num_gpus: int, system=None) -> Footprint:
     """A training job of `num_gpus` on rented instances that hold its GPUs up to a node."""
-    return training_footprint(num_gpus, int(instance_gpus_for(gpu, num_gpus, system)))
+    return training_footprint(num_gpus, node_gpus(gpu, system))
+
+
+def given_price(gpu: str, prices: dict[str, float]) -> float | None:
+    """The scenario's price for an accelerator (`prices:` keys may be aliases), or None."""
+    catalog = load_catalog()
+    name = catalog.accelerators.get(gpu).name
+    return next((p for k, p in prices.items() if catalog.accelerators.get(k).name == name),
+                None)
 
 
 def priced(gpu: str, *, prices: dict[str, float], pricing: str,
@@ -105,11 +112,10 @@ def priced(gpu: str, *, prices: dict[str, float], pricing: str,
     """price_per_gpu_hour and where it came from: the scenario, or the offer it picked (the
     cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
     to see that before trusting the bill)."""
-    catalog = load_catalog()
-    name = catalog.accelerators.get(gpu).name
-    for key, price in prices.items():
-        if catalog.accelerators.get(key).name == name:
-            return price, "the scenario's price"
+    own = given_price(gpu, prices)
+    if own is not None:
+        return own, "the scenario's price"
+    name = load_catalog().accelerators.get(gpu).name
     rental = rent(name, pricing, footprint or Footprint())
     return rental.usd_per_gpu_hour, f"{rental.basis()}; set prices: {{{name}: ...}} for yours"
 

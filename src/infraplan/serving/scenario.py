@@ -12,7 +12,7 @@ from pydantic import Field, PositiveInt, field_validator
 from infraplan.catalog import distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.instances import Footprint
-from infraplan.economics.spec import (EnergySpec, Pricing, check_price_keys, instance_gpus_for,
+from infraplan.economics.spec import (EnergySpec, Pricing, check_price_keys, node_gpus,
                                       plan_economics, price_per_gpu_hour)
 from infraplan.errors import InputError, UnknownNameError, close_matches
 from infraplan.models import ModelArch, uncounted_notes
@@ -233,4 +233,4 @@ def replica_footprint(dep) -> Footprint:
     that holds it up to a node (a TP group needs the node's NVLink, not GPUs on separate
     VMs)."""
     group = dep.tp * dep.pp
-    return Footprint(int(instance_gpus_for(dep.gpu, group)), group, dep.replicas)
+    return Footprint(min(group, node_gpus(dep.gpu)), group, dep.replicas)

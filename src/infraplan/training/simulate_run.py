@@ -173,16 +173,14 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
 def _prices(scenario, gpu: str, n: int, per_node: int):
     """(prices, their sources, the spot model, reserved GPUs) of the strategies asked for:
     spot and reserved must each be below on-demand, or the strategy could never pay."""
-    run, catalog = scenario.run, load_catalog()
-    name = catalog.accelerators.get(gpu).name
+    run = scenario.run
     # prices: is the price of the scenario's pricing: (as plan train bills it); the other
     # strategies' prices come from run: or the catalog
-    own = next((p for k, p in scenario.prices.items()
-                if catalog.accelerators.get(k).name == name), None)
+    own = spec.given_price(gpu, scenario.prices)
     given = {} if own is None else {scenario.pricing: own}
     label = f"the scenario's (prices:, pricing: {scenario.pricing})"
     # whole instances holding the job's GPUs up to a node, as plan train prices it
-    footprint = training_footprint(n, min(n, per_node))
+    footprint = training_footprint(n, per_node)
     if "on_demand" in given:
         on_demand, basis = given["on_demand"], label
     else:
@@ -223,7 +221,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         prices["reserved"], sources["reserved"] = own, label
     else:
         prices["reserved"], sources["reserved"] = _reserved_offer(
-            gpu, training_footprint(reserved, min(reserved, per_node)))
+            gpu, training_footprint(reserved, per_node))
     if not prices["reserved"] < on_demand:
         origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
         raise InputError(f"run.reserved.usd_per_gpu_hour: the reserved price "
