@@ -10,11 +10,12 @@ from infraplan.cli import main
 from infraplan.serving.capacity import idle_latency
 from infraplan.serving.deployment import Deployment, resolve
 from infraplan.serving.planner import plan_serving
-from infraplan.serving.provision import per_replica_summary, stationary_stream, violations
-from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.metrics import Slo
+from infraplan.serving.provision import per_replica_summary, violations
+from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, generate
+from infraplan.serving.window import stationary_stream
 
 TRAFFIC = {"arrival": {"kind": "poisson", "rate_per_s": 20}, "num_requests": 300,
            "input": {"kind": "lognormal", "mean": 1500, "sigma": 0.8, "max": 8000},

@@ -94,13 +94,11 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
     fewer. Confirming took replicas away never, and plan serve kept 5 x 2 H100 where
     simulate serve passed a cheaper deployment. Each confirmed leader now has the fewest
     replicas at which its whole deployment, simulated as simulate serve would, meets the
-    SLOs (down to the count that keeps each replica below its capacity)."""
-    import math
-
+    SLOs (down to the count that keeps each replica below its capacity), on the window
+    that reaches its steady state (window.simulate_steady)."""
     from infraplan.serving.metrics import summarize
-    from infraplan.serving.provision import stationary_stream, violations
-    from infraplan.serving.simulate import simulate
-    from infraplan.serving.traffic import generate
+    from infraplan.serving.provision import violations
+    from infraplan.serving.window import fewest_settling, simulate_steady
 
     traffic = dict(TRAFFIC, arrival={"kind": "poisson", "rate_per_s": 30},
                    num_requests=1500)
@@ -111,17 +109,17 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
                    "max_replicas": 16}})
     plan = plan_serving(scenario)
     slo = scenario.slo.to_slo()
-    requests = generate(stationary_stream(scenario.traffic, plan.rate_per_s), seed=0)
 
     def meets(cand, replicas):
         dep = cand.deployment.model_copy(update={"replicas": replicas})
-        return not violations(summarize(simulate(dep, requests, resolved=cand.resolved),
-                                        slo=slo), slo)
+        result = simulate_steady(scenario, dep, cand.resolved, plan.rate_per_s,
+                                 cand.capacity_requests_per_s)
+        return not violations(summarize(result, slo=slo), slo)
 
     shrunk = 0
     for cand in plan.ranked[:CONFIRMED]:
         replicas = cand.deployment.replicas
-        floor = math.floor(plan.rate_per_s / cand.capacity_requests_per_s) + 1
+        floor = fewest_settling(plan.rate_per_s, cand.capacity_requests_per_s)
         assert meets(cand, replicas)
         assert replicas == floor or not meets(cand, replicas - 1)
         per_replica_count = provision.fewest_replicas(
@@ -129,7 +127,7 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
             cand.usd_per_hour / cand.deployment.num_gpus, None,
             cand.capacity_requests_per_s)[0]
         shrunk += replicas < per_replica_count
-    assert shrunk == 2  # the router's pooling saves a replica on both: 3 -> 2, 9 -> 8
+    assert shrunk == 2  # the router's pooling saves replicas on both: 3 -> 2, 9 -> 7
 
 
 def test_alternatives_not_simulated_whole_are_marked(capsys):

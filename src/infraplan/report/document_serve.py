@@ -21,10 +21,11 @@ from infraplan.serving.metrics import latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
-from infraplan.serving.provision import stationary_stream as stream_at
 from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
+from infraplan.serving.window import simulate_steady
+from infraplan.serving.window import stationary_stream as stream_at
 
 SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
 SWEEP_REQUESTS = 1500  # requests per load-sweep simulation
@@ -45,9 +46,9 @@ def _per_million(summary: dict) -> str:
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     """The plan's chosen deployment under the traffic at the planning rate."""
     cand = plan.best
-    requests = generate(stream_at(scenario.traffic, plan.rate_per_s, base_dir=base_dir),
-                        seed=scenario.seed, base_dir=base_dir)
-    result = simulate(cand.deployment, requests, resolved=cand.resolved)
+    # on the window the planner confirmed it on (its steady state at this load)
+    result = simulate_steady(scenario, cand.deployment, cand.resolved, plan.rate_per_s,
+                             cand.capacity_requests_per_s, base_dir)
     price, note = price_or_note(scenario, cand.deployment)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     return {"deployment": cand.deployment, "result": result, "summary": summary,

@@ -21,11 +21,12 @@ from infraplan.serving.capacity import idle_latency, saturated_requests_per_s
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, planning_rate,
-                                         stationary_stream, violations)
+                                         violations)
 from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
                                             sixteen_bit)
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.traffic import generate, mean_rate_per_s
+from infraplan.serving.window import stationary_stream
 
 
 @dataclass

@@ -5,7 +5,8 @@ One replica is simulated on its share of the stream when a router assigns reques
 R replicas at random (`traffic.generate`'s share_of: Poisson at rate / R; a bursty gamma
 stream thins to a smoother one); more replicas never hurt latency, so the smallest R is
 found by doubling then bisection. The cheapest candidates are then
-re-simulated as whole deployments behind the least-outstanding-requests router.
+re-simulated as whole deployments behind the least-outstanding-requests router. Every
+simulation runs on a window long enough for its steady state (`window.simulate_steady`).
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from infraplan.errors import InputError
 from infraplan.serving.deployment import ResolvedReplica
 from infraplan.serving.metrics import Slo, dropped_reasons, summarize
 from infraplan.serving.scenario import ServeScenario
-from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import (ArrivalSpec, TrafficSpec, generate, mean_rate_per_s,
-                                       with_rate)
+from infraplan.serving.traffic import mean_rate_per_s
+from infraplan.serving.window import SETTLE_WORDS, fewest_settling, simulate_steady
 
 if TYPE_CHECKING:
     from infraplan.serving.planner import Candidate
 
 CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
-DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
 
 
 def offered_load(scenario: ServeScenario, base_dir: Path | None,
@@ -56,18 +55,6 @@ def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:
                          "instant, so it has no rate to provision for",
                          fix="set peak_rate_per_s, or use simulate serve for a batch")
     return rate
-
-
-def stationary_stream(traffic: TrafficSpec, rate: float, *,
-                      base_dir: Path | None = None) -> TrafficSpec:
-    """The traffic as a stationary stream at `rate` (a diurnal curve becomes Poisson)."""
-    if traffic.arrival.kind == "diurnal":
-        update = {"arrival": ArrivalSpec.model_validate({"kind": "poisson",
-                                                         "rate_per_s": rate})}
-        if traffic.num_requests is None:  # a day-long duration: simulate a window instead
-            update.update(num_requests=DIURNAL_WINDOW_REQUESTS, duration_s=None)
-        return traffic.model_copy(update=update)
-    return with_rate(traffic, rate, base_dir=base_dir)  # a relative trace: the scenario's
 
 
 def violations(summary: dict, slo: Slo) -> list[str]:
@@ -100,15 +87,15 @@ def _beyond(value_s: float, limit_s: float) -> str:
 
 
 def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int,
-                        price: float | None, base_dir) -> dict:
+                        price: float | None, base_dir, capacity: float | None = None) -> dict:
     """One replica's share of the stream split over `replicas`, simulated and summarised;
-    `price` per GPU-hour, None: the scenario's for `replicas` of them on whole instances."""
+    `price` per GPU-hour, None: the scenario's for `replicas` of them on whole instances.
+    `capacity`: one replica's saturated rate, to lengthen the window to its steady state."""
     if price is None:
         price = scenario.deployment_price(resolved.deployment.model_copy(
             update={"replicas": replicas}))
-    requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
-                        seed=scenario.seed, base_dir=base_dir, share_of=replicas)
-    result = simulate(resolved.deployment, requests, resolved=resolved)
+    result = simulate_steady(scenario, resolved.deployment.model_copy(update={"replicas": 1}),
+                             resolved, rate, capacity, base_dir, share_of=replicas)
     return summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
 
 
@@ -117,11 +104,11 @@ def fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir
     """(replicas, summary at that count, simulations run, why none is enough)."""
     if capacity <= 0:
         return None, None, 0, "completes no request (see simulate serve)"
-    need = math.floor(rate / capacity) + 1  # the fewest replicas each loaded below capacity
+    need = fewest_settling(rate, capacity)
     if need > max_replicas:
         return None, None, 0, (f"needs {need} replicas to keep up with {rate:.3g} requests/s "
-                               f"(one completes at most {capacity:.3g}/s), over max_replicas "
-                               f"{max_replicas}")
+                               f"(one completes at most {capacity:.3g}/s; {SETTLE_WORDS}), "
+                               f"over max_replicas {max_replicas}")
     count, summaries = 0, {}
 
     def ok(r: int) -> bool:
@@ -129,7 +116,8 @@ def fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir
         if r < need:
             return False
         if r not in summaries:
-            summaries[r] = per_replica_summary(scenario, resolved, rate, r, price, base_dir)
+            summaries[r] = per_replica_summary(scenario, resolved, rate, r, price, base_dir,
+                                               capacity)
             count += 1
         return not violations(summaries[r], slo)
 
@@ -182,17 +170,20 @@ def confirm_deployment(scenario, cand: Candidate, rate, slo, base_dir) -> int:
     Performance Modeling and Design of Computer Systems, ch. 24), so the deployment may
     meet the SLOs with fewer, and `simulate serve` of it would say so."""
     sims = 0
-    requests = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
-                        seed=scenario.seed, base_dir=base_dir)
-    # below this count the replicas are loaded past their saturated capacity
-    floor = math.floor(rate / cand.capacity_requests_per_s) + 1 \
-        if cand.capacity_requests_per_s else cand.deployment.replicas
+    capacity = cand.capacity_requests_per_s
+    # below this count the replicas are loaded past saturation, or too near it to settle
+    floor = fewest_settling(rate, capacity) if capacity else cand.deployment.replicas
+
+    window = 0  # the requests the last count's steady state took: where the next starts
 
     def run(replicas: int) -> dict:
-        nonlocal sims
+        nonlocal sims, window
         sims += 1
         dep = cand.deployment.model_copy(update={"replicas": replicas})
-        return summarize(simulate(dep, requests, resolved=cand.resolved), slo=slo,
+        result = simulate_steady(scenario, dep, cand.resolved, rate, capacity, base_dir,
+                                 at_least=window)
+        window = len(result.requests)
+        return summarize(result, slo=slo,
                          usd_per_gpu_hour=scenario.deployment_price(dep))
 
     replicas = cand.deployment.replicas

@@ -15,6 +15,7 @@ from infraplan.errors import InputError
 from infraplan.serving.metrics import require_completions, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
+from infraplan.serving.window import short_window_note
 
 
 def price_or_note(scenario, dep) -> tuple[float | None, str | None]:
@@ -47,6 +48,9 @@ def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = Tru
     them) and, with `timeline`, the queue and KV use at every scheduling event."""
     result = sim["result"]
     notes = scenario.simulation_notes(result.requests, result.replica.arch)
+    if scenario.traffic.arrival.kind in ("poisson", "gamma"):  # a stationary stream
+        short = short_window_note(result, capacity["utilization"])
+        notes += [short] if short else []
     if sim["price_note"]:
         notes.append(f"no cost: {sim['price_note']}")
     data = {**sim["summary"], "capacity": capacity, "seed": scenario.seed,
