@@ -63,6 +63,37 @@ def test_reserved_baseline_needs_its_size_and_price():
     assert sim.prices_usd_per_gpu_hour["reserved"] == 2.0
 
 
+def test_the_reserved_gpus_alone_must_hold_the_model():
+    """With the spot GPUs gone the job trains on the reserved ones alone (data parallelism
+    shrunk). 8 reserved GPUs were accepted for a Llama 3.1 70B plan that spreads one
+    replica over 16 (TP 8 x PP 2), a run that cannot happen. 16 hold one replica only with
+    full recompute (69.5 GiB per GPU): the run is simulated, with a note that the fallback
+    runs slower than its 16/64 of full speed."""
+    raw = {"model": "llama-3.1-70b",
+           "training": {"tokens": 2e11, "global_batch": 512, "seq_len": 8192},
+           "hardware": {"gpus": ["h100"], "counts": [64]}, "pin": {"tp": 8, "pp": 2},
+           "prices": {"h100": 3.0}}
+
+    def scenario(reserved):
+        return TrainScenario.model_validate({**raw, "run": {
+            "trials": 50, "reserved": {"gpus": reserved, "usd_per_gpu_hour": 2.1}}})
+
+    plan = plan_training(scenario(16)).best[0]
+    assert (plan.plan.tp, plan.plan.pp, plan.plan.cp) == (8, 2, 1)
+    with pytest.raises(InputError, match=r"not a whole number of model replicas: the plan "
+                                         r"\(TP=8 PP=2.*\) spreads one over 16 GPUs") as e:
+        simulate_training_run(scenario(8), plan)
+    assert "reserve a multiple of 16 GPUs" in e.value.fix
+    sim = simulate_training_run(scenario(16), plan)
+    assert plan.plan.recompute == "none"
+    assert sim.notes[0].startswith("the reserved 16 GPUs alone hold the model only with full "
+                                   "recompute (TP=8 PP=2")
+    assert "recompute=full" in sim.notes[0] and "16/64 of full speed" in sim.notes[0]
+    assert sim.to_json()["notes"] == sim.notes
+    # all 64 reserved: the plan itself, nothing to check
+    assert simulate_training_run(scenario(64), plan).reserved_notes == ()
+
+
 def test_simulate_train_cli(tmp_path, capsys):
     import yaml
 

@@ -97,7 +97,6 @@ def run_report(name: str, sim) -> str:
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
         lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
-    if sim.plan_train_note:
-        lines.append(f"note: {sim.plan_train_note}")
+    lines += [f"note: {note}" for note in sim.notes]
     lines.append(trials_line(sim))
     return "\n".join(lines)

@@ -100,10 +100,7 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
         raise InputError(f"pin.etp sets the routed experts' tensor parallelism, but "
                          f"{arch.name} has no experts", fix="remove pin.etp")
     t = scenario.training
-    job = TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
-                      precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,
-                      kernels=t.kernels, storage=t.storage,
-                      data_bytes_per_token=t.data_bytes_per_token)
+    job = scenario_job(scenario)
     hw = scenario.hardware
     gpus, left_out = _with_precision([hardware.cluster(g, hw.system).gpu for g in hw.gpus],
                                      t.precision)
@@ -143,6 +140,15 @@ def causal_notes(arch: ModelArch, seq_len: int, best: list[PlanResult]) -> list[
             f"et al. 2021), as published MFUs do; causal kernels run {share:.0%} of that "
             f"work at seq_len {seq_len:,}, so the best plan's {best[0].mfu:.1%} MFU is "
             f"{best[0].mfu * share:.1%} of peak executed"]
+
+
+def scenario_job(scenario) -> TrainingJob:
+    """The job a TrainScenario's training: block describes."""
+    t = scenario.training
+    return TrainingJob(seq_len=t.seq_len, global_batch=t.global_batch, tokens=t.tokens,
+                       precision=t.precision, grad_dtype=t.grad_dtype, optimizer=t.optimizer,
+                       kernels=t.kernels, storage=t.storage,
+                       data_bytes_per_token=t.data_bytes_per_token)
 
 
 def node_notes(system, best_of_each: list[PlanResult]) -> list[str]:

@@ -17,7 +17,7 @@ two cannot disagree.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import StorageTier
@@ -35,6 +35,7 @@ from infraplan.reliability.checkpoint import (
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
 from infraplan.training.evaluate import PlanResult
+from infraplan.units import GiB
 
 @dataclass(frozen=True)
 class RunSetup:
@@ -82,6 +83,7 @@ class RunSimulation:
     strategies: dict[str, RunDistribution]
     prices_usd_per_gpu_hour: dict[str, float]
     price_sources: dict[str, str]  # where each price came from, for the reader
+    reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -94,6 +96,10 @@ class RunSimulation:
     @property
     def mtbf_s(self) -> float:
         return self.setup.mtbf_s
+
+    @property
+    def notes(self) -> list[str]:
+        return [*self.reserved_notes, *([self.plan_train_note] if self.plan_train_note else [])]
 
     @property
     def plan_train_note(self) -> str | None:
@@ -132,7 +138,7 @@ class RunSimulation:
                                "write_s": cp.write_s, "daly_interval_s": cp.interval_s},
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
                 "price_sources": self.price_sources, "strategies": out,
-                "notes": [n for n in (self.plan_train_note,) if n]}
+                "notes": self.notes}
 
 
 def simulate_training_run(scenario, plan: PlanResult | None = None, progress=None, arch=None
@@ -153,6 +159,8 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
     gpu, n = plan.accelerator, plan.plan.num_gpus
     setup = run_setup(scenario, plan, arch)
     prices, sources, spot, reserved_gpus = _prices(scenario, gpu, n, setup.gpus_per_node)
+    reserved_notes = (check_reserved_pool(scenario, plan, reserved_gpus, setup.gpus_per_node,
+                                          arch) if reserved_gpus else [])
     work = scenario.training.tokens / plan.tokens_per_s
     training_run = TrainingRun.from_checkpoint_plan(
         setup.checkpoint, asynchronous=run.asynchronous, work_s=work, num_gpus=n,
@@ -167,7 +175,57 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      optimise_interval=run.optimise_interval,
                                      trials=run.trials, seed=run.seed)
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
-                         prices_usd_per_gpu_hour=prices, price_sources=sources)
+                         prices_usd_per_gpu_hour=prices, price_sources=sources,
+                         reserved_notes=tuple(reserved_notes))
+
+
+def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
+                        arch=None) -> list[str]:
+    """With its spot GPUs gone, reserved_plus_spot trains on the reserved ones alone by
+    shrinking data parallelism (montecarlo.py): they must hold whole model replicas (TP x
+    PP x CP GPUs each) that split the global batch, with the model's states in memory at
+    the smaller DP, over which ZeRO shards them (more per GPU). Full recompute may make
+    room (a note says the fallback then runs slower than the B / N speed modelled); an
+    error when even that does not fit."""
+    p = plan.plan
+    replica = p.tp * p.pp * p.cp
+    unit = math.lcm(replica, per_node)  # whole replicas on whole nodes
+    near = max(unit, round(p.num_gpus / 2 / unit) * unit)
+    fix = (f"reserve a multiple of {unit} GPUs (whole {replica}-GPU replicas on whole "
+           f"{per_node}-GPU nodes; {near} is about half the plan), or drop reserved_plus_spot")
+    what = f"run.reserved.gpus = {reserved}: with the spot GPUs gone the job trains on these"
+    if reserved % replica:
+        raise InputError(f"{what} alone, but they are not a whole number of model replicas: "
+                         f"the plan ({p.describe()}) spreads one over {replica} GPUs", fix=fix)
+    if reserved == p.num_gpus:
+        return []
+    from infraplan.training.memory import training_memory  # the model is loaded already
+    from infraplan.training.plan_train import scenario_job
+
+    model = arch or load_model(scenario.model)
+    job = scenario_job(scenario).on(hardware.cluster(plan.accelerator,
+                                                     scenario.hardware.system).gpu)
+    shrunk = replace(p, dp=reserved // replica)
+    tries = [shrunk] + ([replace(shrunk, recompute="full", recompute_fraction=1.0)]
+                        if shrunk.recompute_code < 1 else [])
+    for i, candidate in enumerate(tries):
+        try:
+            mem = training_memory(model, plan.accelerator, candidate, job.memory_options(),
+                                  global_batch=job.global_batch)
+        except InputError as exc:
+            raise InputError(f"{what} as {shrunk.describe()}, which cannot run: "
+                             f"{exc.message}", fix=fix) from None
+        if mem.fits:
+            return [] if i == 0 else [
+                f"the reserved {reserved} GPUs alone hold the model only with full recompute "
+                f"({candidate.describe()}, {mem.total_bytes / GiB:.1f} GiB per GPU): the "
+                f"spot-less stretches run slower than the {reserved}/{p.num_gpus} of full "
+                "speed simulated"]
+    sharding = (f"; ZeRO-{p.zero} shards the states over DP={shrunk.dp} instead of {p.dp}"
+                if p.zero else "")
+    raise InputError(f"{what} as {tries[-1].describe()}, which needs "
+                     f"{mem.total_bytes / GiB:.1f} GiB per GPU against "
+                     f"{mem.capacity_bytes / GiB:.1f} GiB{sharding}", fix=fix)
 
 
 def _prices(scenario, gpu: str, n: int, per_node: int):
