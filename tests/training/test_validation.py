@@ -178,6 +178,10 @@ def test_cells_written_as_published_tables_write_them_read_the_same(tmp_path):
     # 1e300 x 1e300 tokens a step overflowed a float inside the search
     ({"global_batch": "1e300"}, "global_batch must be at most 2,147,483,647, got 1e300"),
     ({"precision": "h100"}, "precision must be one of bf16, fp16, fp8, fp32, got 'h100'"),
+    # it read "no combination of the allowed degrees divides the GPU counts"
+    ({"sequence_parallel": "true", "tp": "1"},
+     "sequence_parallel = true splits activations over the tensor-parallel ranks: it needs "
+     "tp > 1, and the tp cell is 1"),
 ])
 def test_a_bad_cell_fails_its_row_with_the_column_named(tmp_path, capsys, cells, reason):
     """Each of these crashed with a traceback, was silently accepted (zero=5, tp=1.5) or

@@ -51,6 +51,10 @@ def knobs_for_row(row: dict) -> Knobs:
     base = Knobs(gpus=(row_int(row, "num_gpus", required=True),))
     degree = {key: row_int(row, key, low=1) for key in ("tp", "pp", "cp", "ep", "dp",
                                                           "micro_batch")}
+    if sp and degree["tp"] == 1:  # as the scenario's pin: refuses it (workloads.py)
+        raise InputError(f"row {row['id']!r}: sequence_parallel = true splits activations "
+                         "over the tensor-parallel ranks: it needs tp > 1, and the tp cell is 1",
+                         fix="set sequence_parallel to false, or tp above 1 (or empty)")
     return Knobs(
         gpus=base.gpus, tp=_pinned(degree["tp"], base.tp),
         pp=_pinned(degree["pp"], None), cp=_pinned(degree["cp"], base.cp),
