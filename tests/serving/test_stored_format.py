@@ -42,6 +42,27 @@ def test_a_quantization_config_names_the_format_served(config, expected):
     assert stored_weights({}) is None
 
 
+@pytest.mark.parametrize("config, words", [
+    ({"quant_method": "gptq", "bits": 3}, "gptq, 3 bits"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
+    ({"bits": 4}, "no quant_method, 4 bits"),
+])
+def test_a_quantization_it_does_not_model_is_named_not_served_silently(tmp_path, capsys,
+                                                                        config, words):
+    """A 3-bit GPTQ checkpoint was planned and served as bf16 without a word."""
+    raw = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 128256, "max_position_embeddings": 8192,
+           "quantization_config": config}
+    (tmp_path / "q.json").write_text(json.dumps(raw))
+    scenario = dict(OSS, model=str(tmp_path / "q.json"))
+    code, out = _cli(tmp_path, capsys, scenario, "simulate", "serve")
+    assert code == 0 and out["deployment"]["weight_dtype"] == "bf16"
+    assert (f"the checkpoint's quantization_config ({words}) is not a format infraplan "
+            "models: its weights are planned from the 16-bit shapes") in out["notes"][0]
+    assert load_model(str(tmp_path / "q.json")).stored is None
+
+
 def test_the_catalogs_quantized_checkpoints_say_so():
     assert load_model("gpt-oss-120b").stored == StoredWeights(
         method="mxfp4", weight_dtype="fp4", attention_unquantized=True)

@@ -121,6 +121,8 @@ class ModelArch:
     dtype: str = "bf16"  # the checkpoint's dtype from config.json
     # a quantized checkpoint's weight format (its quantization_config); None: 16-bit
     stored: StoredWeights | None = None
+    # a quantization_config that `stored` could not map ('gptq, 3 bits'): planned 16-bit
+    unmodelled_quantization: str = ""
 
     def __post_init__(self):
         if self.num_layers > MAX_LAYERS:

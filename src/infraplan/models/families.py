@@ -14,7 +14,7 @@ from typing import Any
 
 from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec, Tower
-from infraplan.models.stored import stored_weights
+from infraplan.models.stored import stored_weights, unmodelled_quantization
 from infraplan.models import families_gpt as gpt
 from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
@@ -216,8 +216,10 @@ def _towers(raw: Mapping[str, Any]) -> tuple[Tower, ...]:
 def arch_from_config(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelArch:
     """The architecture of a config dict; an unknown model_type lists the families."""
     arch = _language_model(raw, name=name, origin=origin)
-    return replace(arch, stored=stored_weights(raw)) if raw.get("quantization_config") \
-        else arch
+    if not raw.get("quantization_config"):
+        return arch
+    return replace(arch, stored=stored_weights(raw),
+                   unmodelled_quantization=unmodelled_quantization(raw))
 
 
 def _language_model(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelArch:

@@ -164,11 +164,17 @@ def param_counts(arch: ModelArch) -> ParamCounts:
 
 def uncounted_notes(arch: ModelArch) -> list[str]:
     """What the counts leave out: a multimodal checkpoint's encoders, each with the estimate
-    of its size that families._towers made (two figures: it is a floor, not a count)."""
-    if not arch.towers:  # the common case: no count to make (memory fixes call this often)
-        return []
-    language = param_counts(arch).total
+    of its size that families._towers made (two figures: it is a floor, not a count), and
+    a quantized checkpoint's format that infraplan does not model."""
     notes = []
+    if arch.unmodelled_quantization:
+        notes.append(f"the checkpoint's quantization_config ({arch.unmodelled_quantization}) "
+                     "is not a format infraplan models: its weights are planned from the "
+                     "16-bit shapes (a serving deployment's weight_dtype sets the format "
+                     "served)")
+    if not arch.towers:  # the common case: no count to make (memory fixes call this often)
+        return notes
+    language = param_counts(arch).total
     for tower in arch.towers:
         shape = ", ".join(part for part in (
             tower.model_type, tower.layers and f"{tower.layers} layers",

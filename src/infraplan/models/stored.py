@@ -54,3 +54,18 @@ def stored_weights(raw: Mapping[str, Any]) -> StoredWeights | None:
     skipped = config.get("modules_to_not_convert") or ()
     attention = any(isinstance(m, str) and "attn" in m for m in skipped)
     return StoredWeights(method=method, weight_dtype=dtype, attention_unquantized=attention)
+
+
+def unmodelled_quantization(raw: Mapping[str, Any]) -> str:
+    """A quantization_config that `stored_weights` does not map, in words ('gptq, 3 bits');
+    '' when there is none or it maps."""
+    config = raw.get("quantization_config")
+    if not isinstance(config, Mapping) or stored_weights(raw) is not None:
+        return ""
+    method = config.get("quant_method")
+    parts = [method if isinstance(method, str) else "no quant_method"]
+    if isinstance(config.get("bits"), int):
+        parts.append(f"{config['bits']} bits")
+    if isinstance(config.get("quant_algo"), str):
+        parts.append(config["quant_algo"])
+    return ", ".join(parts)
