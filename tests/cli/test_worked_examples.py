@@ -206,12 +206,13 @@ def test_one_h100_figures_are_the_ones_quoted(tmp_path):
     assert not [n for n in sim["notes"] if "too few" in n], sim["notes"]
     faster = _one_h100(tmp_path / "a", **{"traffic.arrival.rate_per_s": rate + 1})
     every_30_s = _one_h100(tmp_path / "b", **{"traffic.arrival.rate_per_s": 33})
+    assert faster["ttft_s"]["p99"] > 1.0 >= sim["ttft_s"]["p99"]  # the SLO: 21 holds, 22 not
     assert every_30_s["ttft_s"]["p99"] > 30 * sim["ttft_s"]["p99"]  # the queue runs away
     assert_page_says(
         f"if each user asks less often than every {1000 / rate:.0f} s. Then one H100 at 128 "
         f"sequences sustains {rate} req/s: p99 TTFT {sim['ttft_s']['p99']:.2f} s, p99 TPOT "
         f"{sim['tpot_s']['p99'] * 1e3:.1f} ms (at {rate + 1} req/s p99 TTFT is already "
-        f"{faster['ttft_s']['p99']:.2f} s, at the 1 s SLO). At one request every 30 s "
+        f"{faster['ttft_s']['p99']:.2f} s). At one request every 30 s "
         f"(33 req/s) the queue grows without bound: p99 TTFT "
         f"{every_30_s['ttft_s']['p99']:.0f} s.")
 

@@ -95,10 +95,9 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
     simulate serve passed a cheaper deployment. Each confirmed leader now has the fewest
     replicas at which its whole deployment, simulated as simulate serve would, meets the
     SLOs (down to the count that keeps each replica below its capacity), on the window
-    that reaches its steady state (window.simulate_steady)."""
-    from infraplan.serving.metrics import summarize
+    that reaches its steady state and with the SLOs' confidence bounds (provision.judged)."""
     from infraplan.serving.provision import violations
-    from infraplan.serving.window import fewest_settling, simulate_steady
+    from infraplan.serving.window import fewest_settling
 
     traffic = dict(TRAFFIC, arrival={"kind": "poisson", "rate_per_s": 30},
                    num_requests=1500)
@@ -112,9 +111,9 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
 
     def meets(cand, replicas):
         dep = cand.deployment.model_copy(update={"replicas": replicas})
-        result = simulate_steady(scenario, dep, cand.resolved, plan.rate_per_s,
-                                 cand.capacity_requests_per_s)
-        return not violations(summarize(result, slo=slo), slo)
+        summary, _ = provision.judged(scenario, dep, cand.resolved, plan.rate_per_s,
+                                      cand.capacity_requests_per_s, None, 1.0)
+        return not violations(summary, slo)
 
     shrunk = 0
     for cand in plan.ranked[:CONFIRMED]:
@@ -127,7 +126,7 @@ def test_the_leaders_keep_the_fewest_replicas_their_whole_deployment_needs():
             cand.usd_per_hour / cand.deployment.num_gpus, None,
             cand.capacity_requests_per_s)[0]
         shrunk += replicas < per_replica_count
-    assert shrunk == 2  # the router's pooling saves replicas on both: 3 -> 2, 9 -> 7
+    assert shrunk == 2  # the router's pooling saves replicas on both
 
 
 def test_alternatives_not_simulated_whole_are_marked(capsys):

@@ -48,8 +48,11 @@ def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = Tru
     them) and, with `timeline`, the queue and KV use at every scheduling event."""
     result = sim["result"]
     notes = scenario.simulation_notes(result.requests, result.replica.arch)
-    if scenario.traffic.arrival.kind in ("poisson", "gamma"):  # a stationary stream
-        short = short_window_note(result, capacity["utilization"])
+    traffic = scenario.traffic
+    if traffic.arrival.kind in ("poisson", "gamma", "trace"):  # a stationary stream
+        length = ("trace" if traffic.arrival.kind == "trace" else
+                  "duration_s" if traffic.duration_s is not None else "num_requests")
+        short = short_window_note(result, capacity["utilization"], length)
         notes += [short] if short else []
     if sim["price_note"]:
         notes.append(f"no cost: {sim['price_note']}")

@@ -25,7 +25,9 @@ Measured on the chat example at 80 requests/s (lognormal outputs, mean 250, sigm
 missed it on 30,000 and 100,000 (52 ms); 13 x L40S at 79% read 42-43 ms on 3,000 (three
 seeds; a window of 3 E[S^2]/E[S]), 49-51 ms on 12,000 and 50-52 ms on 30,000 (20 of them).
 One H100 (fp8, 128 sequences) at 92% read p99 TTFT 0.67 s on 5,000 requests, 1.0-1.6 s on
-20,000 (four seeds), where the queue term asks for 19,000; at 88%, 0.3-0.6 s on 10,000.
+20,000 (four seeds) and about 2.05 s on 400,000; at 88%, 0.2-1.2 s on 25,000 and about 0.61 s
+on 400,000. Even a long run's p99 wanders near saturation, so the planner also asks how far
+it could wander (`slo_confidence`) before it trusts a p99 read within its limit.
 """
 
 from __future__ import annotations
@@ -34,20 +36,55 @@ import math
 from pathlib import Path
 
 
+import numpy as np
+
+from infraplan.serving.metrics import Slo, latencies
 from infraplan.serving.simulate import SimResult, simulate
 from infraplan.serving.traffic import ArrivalSpec, TrafficSpec, generate, mean_rate_per_s, \
     with_rate
 
 DIURNAL_WINDOW_REQUESTS = 2000  # requests simulated at the peak of a day-long curve
-QUEUE_PRECISION = 0.35  # eps: the mean queue within +-35% (95% confidence)
+QUEUE_PRECISION = 0.2  # eps: the mean queue within +-20% (95% confidence)
 WINDOW_SOJOURNS = 20  # a window at least this many size-biased sojourns, E[S^2] / E[S]
 # A window within this share of its need is long enough (18 sojourns: batches 6% light);
 # one that is not is run again past its need by as much, since a longer window's heavier
 # batches lengthen the sojourns it measures (from 13 to 18 s in the example above)
 WINDOW_SLACK = 0.9
 # A load whose window would pass this many requests is too near saturation to plan on
-# (above about 96% of the saturated rate); a simulation of them takes about a second.
+# (above about 93.9% of the saturated rate); a simulation of them takes about a second.
 MAX_WINDOW_REQUESTS = 100_000
+
+
+# Batch means (Law & Kelton, Simulation Modeling and Analysis, ch. 9; Schmeiser 1982: 10
+# to 30 batches): the run's requests in this many consecutive stretches, each far longer
+# than the queue's memory, whose shares over an SLO's limit are then nearly independent
+CONFIDENCE_BATCHES = 20
+T_95 = 1.729  # one-sided 95% Student t with CONFIDENCE_BATCHES - 1 = 19 degrees of freedom
+P99_SHARE = 0.01  # a p99 within its limit: at most 1% of requests over it
+SLO_KEYS = (("p99 TTFT", "ttft_p99_s", "ttft_s"), ("p99 TPOT", "tpot_p99_s", "tpot_s"),
+            ("p99 end-to-end", "e2e_p99_s", "e2e_s"))
+
+
+def slo_confidence(result: SimResult, slo: Slo) -> dict[str, dict[str, float]]:
+    """For each latency SLO set: the share of the run's requests over its limit and a
+    one-sided 95% upper bound on the share a longer run would see, from the shares of
+    CONFIDENCE_BATCHES consecutive stretches (by arrival). A p99 read within its limit on
+    one run can still miss it on the next when the queue swings: one H100 at 93% of its
+    saturated rate read p99 TTFT 0.96 s on 25,000 requests where 400,000 read 2.05 s; its
+    stretches' shares over 1 s spread widely, and the bound says so. Runs too short to
+    split (fewer than CONFIDENCE_BATCHES x 100 latencies) get none."""
+    lat = latencies(result)
+    out = {}
+    for _, field, key in SLO_KEYS:
+        limit = getattr(slo, field)
+        if limit is None or lat[key].size < CONFIDENCE_BATCHES * 100:
+            continue
+        over = lat[key] > limit  # NaN (no TPOT) is not over
+        shares = np.array([part.mean() for part in np.array_split(over, CONFIDENCE_BATCHES)])
+        spread = float(shares.std(ddof=1)) / math.sqrt(CONFIDENCE_BATCHES)
+        out[key] = {"share_over": float(over.mean()),
+                    "bound_95": float(shares.mean()) + T_95 * spread}
+    return out
 
 
 def stationary_stream(traffic: TrafficSpec, rate: float, *,
@@ -148,12 +185,13 @@ def simulate_steady(scenario, deployment, resolved, rate: float, capacity: float
     return result
 
 
-def short_window_note(result: SimResult, utilization: float | None) -> str | None:
-    """Why a stationary run's latencies may be its start's: its window is shorter than the
+def short_window_note(result: SimResult, utilization: float | None,
+                      length: str = "num_requests") -> str | None:
+    """Why a stationary run's p99 latencies read low: its window is shorter than the
     steady state needs at `utilization` (the offered rate over the saturated one), with
-    the request count that reaches it. None when long enough, past saturation (the queue
-    grows: the capacity line says so), for an offline batch, a trace (the user's window)
-    and a diurnal curve (no steady state to reach)."""
+    the count that reaches it. `length`: what sets the window ('num_requests',
+    'duration_s' or 'trace'), for the fix. None when long enough, or past saturation (the
+    queue grows: the capacity line says so)."""
     requests = result.requests
     n = len(requests)
     if utilization is None or utilization >= 1 or n < 2:  # past saturation: capacity says
@@ -168,17 +206,20 @@ def short_window_note(result: SimResult, utilization: float | None) -> str | Non
     need = max(queue, batches)
     if n >= WINDOW_SLACK * need:
         return None
-    if not math.isfinite(need) or need > MAX_WINDOW_REQUESTS:
-        return (f"at {utilization:.0%} of its saturated rate the deployment's queue needs "
-                f"over {MAX_WINDOW_REQUESTS:,} requests to measure: these {n:,} show one "
-                "stretch of it, whose latencies the next stretch may not repeat")
-    why = ("near saturation its queue's swings average out only over many requests"
-           if queue >= batches else "its batches hold their share of long requests only "
-           "after these have piled up, and it ends draining")
-    return (f"{n:,} requests are too few to measure the service at this load "
-            f"({utilization:.0%} of the saturated rate): a run starts empty, {why}; about "
-            f"{_round_up(need / WINDOW_SLACK):,} measure it: set traffic.num_requests "
-            "(plan serve simulates its candidates that long)")
+    load = f"{utilization:.0%} of the saturated rate"
+    if queue > MAX_WINDOW_REQUESTS:
+        return (f"at {load} the queue swings so widely that p99 latencies differ from run to "
+                f"run (pinning them down takes over {MAX_WINDOW_REQUESTS:,} requests): plan "
+                "for more replicas or a lower rate rather than trust these")
+    count = _round_up(need / WINDOW_SLACK)
+    fix = {"num_requests": f"set traffic.num_requests to about {count:,}",
+           "duration_s": f"set traffic.duration_s to about {_round_up(count * span_s / n):,} s",
+           "trace": f"replay a trace of about {count:,} requests"}[length]
+    why = ("sees few of the queue's swings" if queue >= batches else
+           "starts with empty engines and ends draining them")
+    return (f"{n:,} requests are too few at {load}: a run this short {why}, so its p99 "
+            f"latencies read low. About {count:,} give figures that hold: {fix} (plan serve "
+            "simulates its candidates that long)")
 
 
 def _round_up(n: float) -> int:
