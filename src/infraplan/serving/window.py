@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-
 import numpy as np
 
 from infraplan.serving.metrics import Slo, latencies

@@ -35,6 +35,8 @@ from infraplan.reliability.checkpoint import (
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
 from infraplan.training.evaluate import PlanResult
+from infraplan.training.memory import training_memory
+from infraplan.training.plan_train import plan_training, scenario_job
 from infraplan.units import GiB
 
 @dataclass(frozen=True)
@@ -146,8 +148,6 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
     """Monte-Carlo runs of `plan` (by default the planner's best for `scenario`, a
     TrainScenario, as `infraplan simulate train` takes it); `arch` as in run_setup."""
     if plan is None:
-        from infraplan.training.plan_train import plan_training
-
         plan = plan_training(scenario, arch=arch).best[0]
     elif not isinstance(plan, PlanResult):
         raise InputError(f"plan must be a PlanResult (one of plan_training(...).best), got "
@@ -199,9 +199,6 @@ def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int
                          f"the plan ({p.describe()}) spreads one over {replica} GPUs", fix=fix)
     if reserved == p.num_gpus:
         return []
-    from infraplan.training.memory import training_memory  # the model is loaded already
-    from infraplan.training.plan_train import scenario_job
-
     model = arch or load_model(scenario.model)
     job = scenario_job(scenario).on(hardware.cluster(plan.accelerator,
                                                      scenario.hardware.system).gpu)
