@@ -58,7 +58,7 @@ def run_plan_serve(args) -> int:
 
 def run_simulate_serve(args) -> int:
     from infraplan.report.serving import simulation_report
-    from infraplan.serving.capacity import capacity_summary
+    from infraplan.serving.capacity import accepted_share, capacity_summary
     from infraplan.serving.provision import offered_load
     from infraplan.serving.run import simulate_scenario, simulation_json
 
@@ -67,10 +67,12 @@ def run_simulate_serve(args) -> int:
         sim = simulate_scenario(scenario, base, progress=tick)
     dep, r = sim["deployment"], sim["result"].replica
     capacity = capacity_summary(r, sim["result"].requests, dep.replicas,
-                                *offered_load(scenario, base))
+                                *offered_load(scenario, base),
+                                accepted_share=accepted_share(sim["summary"]))
     data = simulation_json(scenario, sim, capacity)
-    describe = (f"{r.arch.name} on {dep.replicas} x {dep.tp} x {r.gpu.name}, {dep.engine}, "
-                f"weights {dep.weight_dtype}, KV {data['deployment']['kv_dtype']}, "
+    describe = (f"{r.arch.name} on {dep.shape(r.gpu.name)}, {dep.engine}, "
+                f"weights {dep.weight_dtype}, KV {data['deployment']['kv_dtype']}"
+                f"{dep.speculation()}, "
                 f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
                 f"{r.max_num_batched_tokens}; seed {scenario.seed}")
     return emit(args, "simulate_serve", data,

@@ -114,7 +114,9 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "no request completed: 40 prompt + output longer than the KV cache holds. To fix: "
      "shorten the requests (traffic.input / traffic.output), or give the engine more KV "
      "cache"),
+    # (64 sequences: vLLM refuses fewer batched tokens than sequences, checked below)
     (("simulate", "serve"), _with(SIMULATE, deployment__chunked_prefill=False,
+                                  deployment__max_num_seqs=64,
                                   deployment__max_num_batched_tokens=100),
      "no request completed: 40 prompt longer than max_num_batched_tokens without chunked "
      "prefill. To fix: set deployment.chunked_prefill: true, or raise "

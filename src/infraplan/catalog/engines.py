@@ -193,6 +193,15 @@ class MissingFormats(BaseModel):
     source: str = Field(min_length=3)
 
 
+class Sourced(BaseModel):
+    """A restriction an engine's own code or documentation states, with where."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    values: tuple[str, ...] = Field(min_length=1)
+    source: str = Field(min_length=3)
+
+
 class Engine(Row):
     """An inference engine's scheduler defaults: what a deployment gets unless it says
     otherwise."""
@@ -211,6 +220,14 @@ class Engine(Row):
     missing_weight_formats: tuple[MissingFormats, ...] = Field(
         default=(), description="weight formats it cannot serve on some architectures; "
                                 "empty: every format everywhere (no claim made)")
+    vendors: Sourced | None = Field(
+        default=None, description="the accelerator vendors it runs on; None: any (no claim "
+                                  "made)")
+    missing_kv_formats: Sourced | None = Field(
+        default=None, description="KV-cache formats it cannot store; None: no claim made")
+    batched_tokens_floor: str | None = Field(
+        default=None, description="where the engine refuses max_num_batched_tokens below "
+                                  "max_num_seqs at launch; None: no such check")
     chunked_prefill: bool = Field(description="prefill chunks share steps with decodes")
     kv_memory_fraction: float = Field(gt=0, le=1)
     kv_memory_rule: Literal["of_total", "of_free"] = Field(
@@ -291,6 +308,32 @@ class Engine(Row):
                              f"({rule.choices})",
                              fix=f"set block_size to {near} (or leave it out for "
                                  f"{self.name}'s {self.block_size})")
+
+    def check_runs_on(self, gpu: Accelerator) -> None:
+        """An InputError when this engine does not run on `gpu`'s vendor's chips."""
+        if self.vendors is not None and gpu.vendor not in self.vendors.values:
+            raise InputError(f"{self.name} runs on {' and '.join(self.vendors.values)} "
+                             f"accelerators only; {gpu.name} is {gpu.vendor}'s",
+                             fix=f"serve {gpu.name} with another engine (vllm or sglang), or "
+                                 f"pick an {self.vendors.values[0]} accelerator")
+
+    def check_kv_format(self, kv_format: str) -> None:
+        """An InputError for a KV-cache format this engine cannot store."""
+        missing = self.missing_kv_formats
+        if missing is not None and kv_format in missing.values:
+            raise InputError(f"deployment.kv_dtype {kv_format}: {self.name} has no "
+                             f"{kv_format} KV cache",
+                             fix="use kv_dtype fp8 (or the model's 16-bit type), or another "
+                                 "engine")
+
+    def check_batch_limits(self, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+        """An InputError for batch limits this engine refuses at launch."""
+        if self.batched_tokens_floor is not None and max_num_batched_tokens < max_num_seqs:
+            raise InputError(f"deployment.max_num_batched_tokens {max_num_batched_tokens:,} "
+                             f"is below max_num_seqs {max_num_seqs:,}: {self.name} refuses "
+                             "it at launch (every running sequence needs a token a step)",
+                             fix=f"raise max_num_batched_tokens to {max_num_seqs:,} or more, "
+                                 f"or lower max_num_seqs to {max_num_batched_tokens:,}")
 
     def weight_formats_missing(self, gpu: Accelerator) -> set[str]:
         """The weight formats this engine has no kernel for on `gpu`'s architecture."""

@@ -16,12 +16,13 @@ from infraplan.errors import InputError
 from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.report.serving import LOAD_NOTE, share_text
-from infraplan.serving.capacity import capacity_summary
-from infraplan.serving.metrics import latencies, summarize
+from infraplan.serving.capacity import accepted_share, capacity_summary
+from infraplan.serving.metrics import dropped_reasons, latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
-from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json
+from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json, \
+    window_note
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 from infraplan.serving.window import simulate_steady
@@ -129,8 +130,8 @@ def _headroom(points: list[dict], ok: list[dict], replicas: int) -> str:
 
 
 def _describe(dep) -> str:
-    return f"{dep.replicas} x {dep.tp} x {dep.gpu}, {dep.engine}, weights {dep.weight_dtype}" \
-        + (f", KV {dep.kv_dtype}" if dep.kv_dtype else "")
+    return f"{dep.shape()}, {dep.engine}, weights {dep.weight_dtype}" \
+        + (f", KV {dep.kv_dtype}" if dep.kv_dtype else "") + dep.speculation()
 
 
 def _length(spec) -> str:
@@ -188,7 +189,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         figures["memory"] = fig.memory_figure(bars)
         offered, what = offered_load(scenario, base_dir, rate)
         capacity = capacity_summary(result.replica, result.requests, dep.replicas,
-                                    offered, what, sim.get("capacity_per_replica_s"))
+                                    offered, what, sim.get("capacity_per_replica_s"),
+                                    accepted_share(summary))
         if sweep and rate is not None and math.isfinite(rate):
             points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests,
                                 capacity_per_s=capacity["requests_per_s"])
@@ -200,13 +202,17 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("deployment", dep.model_dump(), _describe(dep)),
             item("accelerators", dep.num_gpus, f"{dep.num_gpus:,} x {gpu}"),
             item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
-            item("requests simulated", summary["requests"], f"{summary['requests']:,}")],
+            item("requests simulated", summary["requests"], f"{summary['requests']:,}" + (
+                f": {summary['completed']:,} completed, {summary['dropped']:,} dropped "
+                f"({dropped_reasons(summary)})" if summary["dropped"] else ""))],
             # a plan's notes (Yield) name the model's uncounted towers and the checkpoint's
             # format; a lone simulation names them here. Which hours of a diurnal curve the
             # scenario's own run covers is said whenever that run is the one shown.
             paragraphs=[f"Simulated: {sim['label']}.",
                         *(scenario.simulation_notes(result.requests, result.replica.arch)
                           if plan is None else scenario.window_notes(result.requests)
+                          if sim["rate_per_s"] is None else ()),
+                        *(window_note(scenario, result, capacity)
                           if sim["rate_per_s"] is None else ())])
         s["Compute"] = section("SCALE", "Compute", items=[
             item("throughput", t["requests_per_s"], f"{t['requests_per_s']:,.2f} requests/s"),
@@ -240,7 +246,11 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             item("p99 end to end", summary["e2e_s"]["p99"], ms(summary["e2e_s"]["p99"])),
             item("requests meeting every SLO", att if slo_set else None,
                  f"{att:.1%}" if slo_set else "no SLO set")],
-            tables=[_latency_table(summary)], figures=["latency_cdf"])
+            tables=[_latency_table(summary)], figures=["latency_cdf"],
+            paragraphs=[f"The latencies are of the {summary['completed']:,} completed "
+                        f"requests; the {summary['dropped']:,} dropped got no token"
+                        + (" and count as missing every SLO." if slo_set else ".")]
+            if summary["dropped"] else ())
         econ, econ_tables, econ_fig, notes = [], [], [], []
         if "cost" in summary:
             c = summary["cost"]

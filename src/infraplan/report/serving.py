@@ -28,7 +28,9 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
              f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
              f"{s['dropped']:,}, preemptions {s['preemptions']:,}; makespan "
              f"{s['makespan_s']:,.1f} s, {format_count(s['steps'])} engine steps",
-             *(f"  dropped {n:,}: {why}" for why, n in s["dropped_by_reason"].items()), "",
+             *(f"  dropped {n:,}: {why}" for why, n in s["dropped_by_reason"].items()),
+             *([f"  the latencies below are of the {s['completed']:,} completed requests; "
+                "the dropped ones got no token"] if s["dropped"] else []), "",
              table(["latency", "mean", "p50", "p90", "p99"],
                    [[label, *(_ms(s[key][k]) for k in ("mean", "p50", "p90", "p99"))]
                     for label, key in (("time to first token", "ttft_s"),
@@ -43,7 +45,9 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
                 "arrive" if "steady" in s else ""),
              *([f"capacity: {s['capacity']['text']}"] if "capacity" in s else []),
              f"goodput (all SLOs met): {s['goodput_requests_per_s']:,.2f} req/s "
-             f"({s['slo_attainment']:.1%} of requests)" if s.get("slo") else
+             f"({s['slo_attainment']:.1%} of requests"
+             + (f"; the {s['dropped']:,} dropped count as missed)" if s["dropped"] else ")")
+             if s.get("slo") else
              "goodput: no SLO set (slo: ttft_p99_s, tpot_p99_s, e2e_p99_s)",
              f"KV cache: {kv['capacity_tokens']:,} tokens per replica, mean use "
              f"{kv['mean_utilization']:.1%}, peak {kv['peak_utilization']:.1%}; engines "

@@ -74,20 +74,33 @@ def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
 
 def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: int,
                      offered_per_s: float, what: str = "offered",
-                     per_replica_s: float | None = None) -> dict:
+                     per_replica_s: float | None = None, accepted_share: float = 1.0) -> dict:
     """The most requests a second the deployment completes on the stream's lengths (each
     replica's saturated rate times the replicas: a router keeps every one busy while a
     queue waits), and the share of it the traffic asks for (utilisation; none for an
     offline batch, which has no rate). `per_replica_s`: the saturated rate when the caller
-    measured it already (the planner, for its candidates)."""
+    measured it already (the planner, for its candidates). `accepted_share`: the share of
+    the requests the engine takes (the run's completed over completed and refused): the
+    refused ones leave at once, so only the rest load it."""
     if per_replica_s is None:
         per_replica_s = saturated_requests_per_s(resolved, requests)
     capacity = replicas * per_replica_s
     rated = math.isfinite(offered_per_s) and capacity > 0
-    share = offered_per_s / capacity if rated else None
+    accepted_per_s = offered_per_s * accepted_share
+    share = accepted_per_s / capacity if rated else None
     text = f"{capacity:,.3g} requests/s when saturated"
     if share is not None:
-        text += (f"; {what} {offered_per_s:,.3g} requests/s is {share:.0%} of it"
+        asked = f"{what} {offered_per_s:,.3g} requests/s"
+        if accepted_share < 1:  # of which only the ones it holds load it
+            asked += (f", of which it takes {accepted_share:.1%} ({accepted_per_s:,.3g} "
+                      "requests/s; it refuses the rest),")
+        part = f"{share:.0%}" if share >= 0.005 else "under 1%"
+        text += (f"; {asked} is {part} of it"
                  + ("" if share < 1 else ", more than it completes: the queue grows"))
     return {"requests_per_s": capacity, "offered_requests_per_s": offered_per_s if rated
             else None, "utilization": share, "text": text}
+
+
+def accepted_share(summary: dict) -> float:
+    """The share of a run's requests its engines took (not refused as too long)."""
+    return summary["completed"] / max(summary["completed"] + summary["dropped"], 1)

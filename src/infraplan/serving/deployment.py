@@ -161,6 +161,22 @@ class Deployment(SpecModel):
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.replicas
 
+    def shape(self, gpu: str | None = None) -> str:
+        """'4 x 1 x h100' (replicas x GPUs a replica x accelerator); with pipeline stages,
+        '1 x 4 x h100 (TP 2 x PP 2)', so the count multiplies out to the GPUs billed.
+        `gpu`: the accelerator's name to show (the catalog's, for the scenario's alias)."""
+        return f"{self.replicas} x {self.tp * self.pp} x {gpu or self.gpu}" + (
+            f" (TP {self.tp} x PP {self.pp})" if self.pp > 1 else "")
+
+    def speculation(self) -> str:
+        """', speculative draft llama-3.2-1b (4 tokens, acceptance 0.7)', or ''."""
+        spec = self.speculative
+        if spec is None:
+            return ""
+        what = spec.draft_model if spec.method == "draft" else "n-gram"
+        return (f", speculative {what} ({spec.num_tokens} tokens, acceptance "
+                f"{spec.acceptance_rate:g})")
+
 
 @dataclass(frozen=True)
 class ResolvedReplica:
@@ -211,10 +227,15 @@ def resolve(dep: Deployment, *, base_dir: Path | None = None,
         raise InputError(f"tp={dep.tp} does not divide {arch.name}'s {heads} attention heads",
                          fix=f"pick a tp that divides the head count ({fits})")
     _check_bf16(dep, gpu)
+    engine.check_runs_on(gpu)
     engine.check_weight_format(serving_weight_dtype(dep.weight_dtype), gpu,
                                SERVING_WEIGHT_DTYPES)
+    if dep.kv_dtype is not None:
+        engine.check_kv_format(dep.kv_dtype)
     _check_expert_imbalance(dep.expert_imbalance, arch)
-    return _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
+    replica = _resolve(dep, arch, gpu, engine, mean_lengths, base_dir)
+    engine.check_batch_limits(replica.max_num_seqs, replica.max_num_batched_tokens)
+    return replica
 
 
 def _check_bf16(dep: Deployment, gpu: Accelerator) -> None:

@@ -7,7 +7,9 @@ Definitions (as vLLM's benchmark_serving and NVIDIA GenAI-Perf use them):
 - End-to-end latency: finish - arrival.
 - Throughput: completed requests and tokens over the makespan (first arrival to last
   finish).
-- Goodput (Zhong et al. 2024, DistServe): requests per second that met every SLO.
+- Goodput (Zhong et al. 2024, DistServe): requests per second that met every SLO; SLO
+  attainment, their share of all requests. A request the engine refused (too long for the
+  context or the KV cache) met none: it never got a token.
 - Cost per million output tokens: the GPUs' price per second / the output tokens per second
   served while requests arrive (to the last arrival, after a warm-up; `steady_rates`);
   offline runs, whose requests all arrive at once, over the makespan.
@@ -150,8 +152,9 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
                        "output_tokens_per_s": out_tokens / makespan,
                        "total_tokens_per_s": (in_tokens + out_tokens) / makespan},
         "goodput_requests_per_s": float(met.sum()) / makespan,
-        "slo_attainment": float(met.mean()) if n_done else 0.0,
-        # without one, goodput is throughput and attainment 100%: the views say "no SLO"
+        # over every request, the refused ones included; without an SLO, goodput is
+        # throughput and attainment the completed share: the views say "no SLO"
+        "slo_attainment": float(met.sum()) / len(req),
         "slo": {} if slo is None else slo.given(),
         "kv_cache": {"capacity_tokens": mem.kv_tokens, "block_size": mem.block_size,
                      "mean_utilization": float(res.block_seconds.sum() / (capacity * makespan)),

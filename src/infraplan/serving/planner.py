@@ -52,7 +52,7 @@ class Candidate:
 
     def describe(self) -> str:
         d = self.deployment
-        return (f"{d.replicas} x {d.tp} x {d.gpu} {d.weight_dtype}/kv {d.kv_dtype}"
+        return (f"{d.shape()} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
 
     def load_share(self, rate_per_s: float) -> float | None:

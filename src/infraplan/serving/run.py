@@ -42,18 +42,25 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
             "label": "the scenario's deployment", "price_note": note}
 
 
+def window_note(scenario, result, capacity: dict) -> list[str]:
+    """[short_window_note's] for a stationary stream simulated too briefly for its load
+    (capacity_summary's utilisation), else []."""
+    traffic = scenario.traffic
+    if traffic.arrival.kind not in ("poisson", "gamma", "trace"):
+        return []
+    length = ("trace" if traffic.arrival.kind == "trace" else
+              "duration_s" if traffic.duration_s is not None else "num_requests")
+    short = short_window_note(result, capacity["utilization"], length)
+    return [short] if short else []
+
+
 def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = True) -> dict:
     """What `simulate serve --json` prints of `sim` (simulate_scenario's): the summary,
     the capacity, the seed, the resolved settings, the notes (a missing price's among
     them) and, with `timeline`, the queue and KV use at every scheduling event."""
     result = sim["result"]
     notes = scenario.simulation_notes(result.requests, result.replica.arch)
-    traffic = scenario.traffic
-    if traffic.arrival.kind in ("poisson", "gamma", "trace"):  # a stationary stream
-        length = ("trace" if traffic.arrival.kind == "trace" else
-                  "duration_s" if traffic.duration_s is not None else "num_requests")
-        short = short_window_note(result, capacity["utilization"], length)
-        notes += [short] if short else []
+    notes += window_note(scenario, result, capacity)
     if sim["price_note"]:
         notes.append(f"no cost: {sim['price_note']}")
     data = {**sim["summary"], "capacity": capacity, "seed": scenario.seed,

@@ -1,0 +1,137 @@
+"""Serving defects a first-time user found (audit of 2026-11-25): refused requests counted as
+meeting the SLOs, pipeline stages missing from the deployment's label, and engines run where
+they do not run. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from infraplan.cli import main
+from infraplan.errors import InputError
+from infraplan.report.document_serve import serving_document
+from infraplan.serving.deployment import Deployment, resolve
+from infraplan.serving.metrics import Slo, summarize
+from infraplan.serving.planner import plan_serving
+from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.simulate import simulate
+from infraplan.serving.traffic import Requests
+
+# gpt2's context is 1,024 tokens: the 5,000-token prompts are refused, the 500-token ones run
+MIXED = Requests(arrival_s=[0.0, 0.1, 0.2, 0.3], input_tokens=[500, 5000, 500, 5000],
+                 output_tokens=[20, 20, 20, 20])
+GPT2 = Deployment(model="gpt2", gpu="h100")
+
+
+def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main([*command, str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_refused_requests_miss_every_slo():
+    """Attainment was over the completed requests only: 27 of 1,000 served read 100%."""
+    summary = summarize(simulate(GPT2, MIXED), slo=Slo(ttft_p99_s=10.0))
+    assert (summary["completed"], summary["dropped"]) == (2, 2)
+    assert summary["slo_attainment"] == 0.5
+    # without an SLO, the share completed: the views say "no SLO" rather than show it
+    assert summarize(simulate(GPT2, MIXED))["slo_attainment"] == 0.5
+
+
+SCENARIO = {"model": "gpt2", "seed": 0,
+            "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 200,
+                        "input": {"kind": "uniform", "low": 100, "high": 2000},
+                        "output": {"kind": "fixed", "value": 20}},
+            "slo": {"ttft_p99_s": 5.0},
+            "deployment": {"gpu": "h100", "tp": 1, "replicas": 1}}
+
+
+def test_simulate_serve_says_what_the_refused_requests_do_to_goodput(tmp_path, capsys):
+    code, out, _ = _run(tmp_path, capsys, SCENARIO, "simulate", "serve", "--json")
+    data = json.loads(out)
+    done, dropped = data["completed"], data["dropped"]
+    assert code == 0 and dropped > 50 and done + dropped == 200
+    assert data["slo_attainment"] == pytest.approx(done / 200)
+    # the capacity counts only what the engine takes: 2 requests/s of which about half fit
+    share = data["capacity"]["utilization"] * data["capacity"]["requests_per_s"] / 2.0
+    assert share == pytest.approx(done / 200)
+    assert f"of which it takes {done / 200:.1%}" in data["capacity"]["text"]
+    code, out, _ = _run(tmp_path, capsys, SCENARIO, "simulate", "serve")
+    assert f"({done / 200:.1%} of requests; the {dropped:,} dropped count as missed)" in out
+    assert f"the latencies below are of the {done:,} completed requests" in out
+
+
+def test_the_report_names_the_refused_requests():
+    """The report and the web page showed 100% and never mentioned the drops."""
+    doc = serving_document(ServeScenario.model_validate(SCENARIO), sweep=False)
+    sections = {s["heading"]: s for s in doc["sections"]}
+    simulated = {i["label"]: i["text"] for i in sections["Scale"]["items"]}
+    assert "dropped (" in simulated["requests simulated"]
+    latency = sections["Latency & locality"]
+    assert any("dropped got no token and count as missing every SLO" in p
+               for p in latency["paragraphs"])
+    met = {i["label"]: i["value"] for i in latency["items"]}["requests meeting every SLO"]
+    assert met < 0.75
+
+
+def test_the_report_carries_the_short_window_note():
+    """simulate serve said the window was too short for its load; the report and the web
+    page did not."""
+    lengths = {"kind": "lognormal", "sigma": 0.8}
+    raw = dict(SCENARIO, model="llama-3.1-8b",
+               traffic={"arrival": {"kind": "gamma", "rate_per_s": 15, "cv": 3},
+                        "num_requests": 1000, "input": dict(lengths, mean=1000),
+                        "output": dict(lengths, mean=250)},
+               deployment={"gpu": "a100-sxm4-80gb", "tp": 2, "replicas": 3})
+    doc = serving_document(ServeScenario.model_validate(raw), sweep=False)
+    scale = {s["heading"]: s for s in doc["sections"]}["Scale"]
+    assert any(p.startswith("1,000 requests are too few at") for p in scale["paragraphs"])
+
+
+def test_a_pipelined_deployment_is_labelled_with_all_its_gpus(tmp_path, capsys):
+    raw = dict(SCENARIO, model="llama-3.1-8b",
+               traffic=dict(SCENARIO["traffic"], num_requests=20),
+               deployment={"gpu": "h100", "tp": 2, "pp": 2, "replicas": 1})
+    code, out, _ = _run(tmp_path, capsys, raw, "simulate", "serve")
+    assert code == 0 and "on 1 x 4 x h100-sxm5-80gb (TP 2 x PP 2), vllm" in out
+    assert Deployment(model="m", gpu="h100", tp=2, replicas=3).shape() == "3 x 2 x h100"
+
+
+@pytest.mark.parametrize("deployment, message", [
+    ({"gpu": "mi300x", "engine": "tensorrt-llm"},
+     "tensorrt-llm runs on nvidia accelerators only; mi300x is amd's"),
+    ({"gpu": "tpu-v5e", "engine": "tensorrt-llm"},
+     "tensorrt-llm runs on nvidia accelerators only"),
+    ({"gpu": "mi300x", "engine": "lmdeploy"}, "lmdeploy runs on nvidia accelerators only"),
+    ({"gpu": "h100", "engine": "tensorrt-llm", "weight_dtype": "fp4"},
+     "tensorrt-llm has no fp4 weight kernel for h100-sxm5-80gb (hopper)"),
+    ({"gpu": "a100", "engine": "tensorrt-llm", "weight_dtype": "fp8"},
+     "tensorrt-llm has no fp8 weight kernel for a100-sxm4-80gb (ampere)"),
+    ({"gpu": "h100", "kv_dtype": "int4"}, "deployment.kv_dtype int4: vllm has no int4 KV"),
+    ({"gpu": "h100", "max_num_seqs": 256, "max_num_batched_tokens": 64},
+     "deployment.max_num_batched_tokens 64 is below max_num_seqs 256: vllm refuses it"),
+])
+def test_an_engine_is_not_run_where_it_does_not_run(deployment, message):
+    with pytest.raises(InputError) as info:
+        resolve(Deployment(model="llama-3.1-8b", **deployment))
+    assert str(info.value).startswith(message)
+
+
+def test_the_planner_rejects_an_engine_on_another_vendors_chips():
+    """plan serve recommended 1 x mi300x under engine tensorrt-llm."""
+    raw = {"model": "llama-3.1-8b", "seed": 0,
+           "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 200,
+                       "input": {"kind": "fixed", "value": 500},
+                       "output": {"kind": "fixed", "value": 50}},
+           "slo": {"ttft_p99_s": 2.0},
+           "search": {"gpus": ["mi300x", "h100"], "tp": [1], "weight_dtypes": ["fp8"],
+                      "engine": "tensorrt-llm", "max_replicas": 4}}
+    plan = plan_serving(ServeScenario.model_validate(raw))
+    assert plan.best.deployment.gpu == "h100-sxm5-80gb"
+    assert [c.deployment.gpu for c in plan.rejected] == ["mi300x"]
+    assert "runs on nvidia accelerators only" in plan.rejected[0].reason
