@@ -135,3 +135,31 @@ def test_the_planner_rejects_an_engine_on_another_vendors_chips():
     assert plan.best.deployment.gpu == "h100-sxm5-80gb"
     assert [c.deployment.gpu for c in plan.rejected] == ["mi300x"]
     assert "runs on nvidia accelerators only" in plan.rejected[0].reason
+
+
+def test_the_timeline_is_the_deployments_queue_over_time(tmp_path, capsys):
+    """The --json timeline merged the replicas' samples unlabelled (128, 131, 125, ...: each
+    point one replica's) and sampled the queue after each step, when arrivals during the
+    step were not queued yet: the chat example's 1,975 points all read 0 waiting."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "examples" / "serve-llama8b-chat.yaml"
+    assert main(["simulate", "serve", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    line, replicas = data["timeline"], data["deployment"]["replicas"]
+    t = line["t_s"]
+    assert len(t) <= 500 and all(b > a for a, b in zip(t, t[1:]))
+    span = [b - a for a, b in zip([0.0] + t, t)]
+
+    def mean(key):
+        return sum(v * dt for v, dt in zip(line[key], span)) / t[-1]
+
+    # over the run, the mean queue and KV use are the summary's, for the whole deployment
+    assert mean("waiting") == pytest.approx(replicas * data["queue"]["mean_waiting"], rel=0.02)
+    assert mean("waiting") > 0
+    blocks = data["kv_cache"]["capacity_tokens"] / data["kv_cache"]["block_size"]
+    assert mean("kv_blocks") == pytest.approx(
+        replicas * blocks * data["kv_cache"]["mean_utilization"], rel=0.02)
+    # and the sequences in the system are Little's: completions a second x mean latency
+    little = data["throughput"]["requests_per_s"] * data["e2e_s"]["mean"]
+    assert mean("running") + mean("waiting") == pytest.approx(little, rel=0.05)

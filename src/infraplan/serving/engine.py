@@ -82,8 +82,10 @@ class Replica:
         self.unscheduled = 0
         self.peak_waiting = 0
         self.waiting_seconds = 0.0
-        # queue length and KV use over time, thinned to at most ~2 x TIMELINE_POINTS
-        self.timeline: list[tuple[float, int, int, int]] = []
+        # (time, seconds waited so far, sequences running, blocks in use, block-seconds so
+        # far) every so often, thinned to at most ~2 x TIMELINE_POINTS: the running totals
+        # give the mean queue and KV use between any two samples (simulate._merge_timelines)
+        self.timeline: list[tuple[float, float, int, int, float]] = []
         # decode step cost by batch: a + b x ctx, at least floor
         self.coefficients: dict[int, tuple[float, float, float]] = {}
         self.sample_every_s = 0.0
@@ -336,7 +338,8 @@ class Replica:
 
     def _sample(self) -> None:
         timeline = self.timeline
-        timeline.append((self.now, self.unscheduled, len(self.running), self.used))
+        timeline.append((self.now, self.waiting_seconds + self.unscheduled * self.now,
+                         len(self.running), self.used, self.block_seconds))
         if len(timeline) >= 2 * TIMELINE_POINTS:  # keep every other point, sample half as often
             del timeline[1::2]
             self.sample_every_s = 2 * self.sample_every_s or self.now / TIMELINE_POINTS

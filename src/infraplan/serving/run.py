@@ -57,7 +57,8 @@ def window_note(scenario, result, capacity: dict) -> list[str]:
 def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = True) -> dict:
     """What `simulate serve --json` prints of `sim` (simulate_scenario's): the summary,
     the capacity, the seed, the resolved settings, the notes (a missing price's among
-    them) and, with `timeline`, the queue and KV use at every scheduling event."""
+    them) and, with `timeline`, the deployment's queue, running sequences and KV blocks in
+    use over time (simulate._merge_timelines)."""
     result = sim["result"]
     notes = scenario.simulation_notes(result.requests, result.replica.arch)
     notes += window_note(scenario, result, capacity)

@@ -14,7 +14,7 @@ import numpy as np
 from infraplan.errors import InputError
 from infraplan.reprs import compact_repr
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
-from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.engine import INF, TIMELINE_POINTS, Replica, RequestBook
 from infraplan.serving.step_time import steps_at_floor
 from infraplan.serving.traffic import Requests
 
@@ -152,7 +152,7 @@ class _StaticEngine:
     def __init__(self):
         self.steps, self.busy_s, self.block_seconds, self.peak_used = 0, 0.0, 0.0, 0
         self.waiting_seconds, self.peak_waiting = 0.0, 0
-        self.timeline: list[tuple[float, int, int, int]] = []
+        self.timeline: list[tuple[float, float, int, int, float]] = []
 
 
 def _dispatch_batches(r: ResolvedReplica, requests: Requests, book: RequestBook, engines,
@@ -202,7 +202,7 @@ def _static_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
     out.steps += 1 + steps
     # the batch's requests waited from their arrival to its start
     out.waiting_seconds += float(np.sum(start - requests.arrival_s[lo:hi]))
-    out.timeline.append((first + total, max(len(requests) - hi, 0), n, blocks))
+    out.timeline.append((first + total, out.waiting_seconds, n, blocks, out.block_seconds))
     return first + total
 
 
@@ -249,10 +249,26 @@ def _prefill_time(step, tokens: int, n: int, pairs: float) -> float:
 
 
 def _merge_timelines(engines) -> dict[str, np.ndarray]:
-    points = sorted(p for e in engines for p in e.timeline)
-    if not points:
+    """The deployment's queue over time, summed over its engines on one grid of at most
+    TIMELINE_POINTS intervals: at each interval's end `t_s`, the mean number of requests
+    waiting and of KV blocks in use over the interval (from the engines' running totals of
+    seconds waited and block-seconds, so a queue that forms and clears between two samples
+    still counts), and the sequences running at its end."""
+    series = [np.array(e.timeline, dtype=float) for e in engines if e.timeline]
+    if not series:
         return {"t_s": np.zeros(0), "waiting": np.zeros(0), "running": np.zeros(0),
                 "kv_blocks": np.zeros(0)}
-    arr = np.array(points, dtype=float)
-    return {"t_s": arr[:, 0], "waiting": arr[:, 1], "running": arr[:, 2],
-            "kv_blocks": arr[:, 3]}
+    end = max(float(a[-1, 0]) for a in series)
+    points = min(TIMELINE_POINTS, max(len(a) for a in series))
+    grid = np.linspace(0.0, end, points + 1)
+    waited, block_s, running = (np.zeros(points + 1) for _ in range(3))
+    for a in series:
+        t = a[:, 0]
+        # running totals grow linearly between samples; past the last, the last holds
+        waited += np.interp(grid, t, a[:, 1], left=0.0)
+        block_s += np.interp(grid, t, a[:, 4], left=0.0)
+        at = np.searchsorted(t, grid, side="right") - 1
+        running += np.where(at >= 0, a[np.maximum(at, 0), 2], 0.0)
+    dt = np.maximum(np.diff(grid), 1e-12)
+    return {"t_s": grid[1:], "waiting": np.diff(waited) / dt, "running": running[1:],
+            "kv_blocks": np.diff(block_s) / dt}
