@@ -163,3 +163,35 @@ def test_the_timeline_is_the_deployments_queue_over_time(tmp_path, capsys):
     # and the sequences in the system are Little's: completions a second x mean latency
     little = data["throughput"]["requests_per_s"] * data["e2e_s"]["mean"]
     assert mean("running") + mean("waiting") == pytest.approx(little, rel=0.05)
+
+
+def test_slos_that_read_like_milliseconds_get_a_note(tmp_path, capsys):
+    """tpot_p99_s: 50 (50 ms meant) planned for a 50-second token without a word."""
+    raw = dict(SCENARIO, slo={"ttft_p99_s": 1000, "tpot_p99_s": 50},
+               traffic=dict(SCENARIO["traffic"], num_requests=20,
+                            input={"kind": "fixed", "value": 200}))
+    code, out, _ = _run(tmp_path, capsys, raw, "simulate", "serve", "--json")
+    notes = json.loads(out)["notes"]
+    assert code == 0
+    assert "slo.tpot_p99_s is 50 s: SLOs are in seconds (0.05 for 50 ms); if you meant " \
+           "milliseconds, divide by 1,000" in notes
+    assert any(n.startswith("slo.ttft_p99_s is 1000 s") for n in notes)
+    plain = dict(raw, slo={"ttft_p99_s": 2, "tpot_p99_s": 0.1})
+    code, out, _ = _run(tmp_path, capsys, plain, "simulate", "serve", "--json")
+    assert not any(n.startswith("slo.") for n in json.loads(out)["notes"])
+
+
+def test_a_misspelt_engine_in_a_validation_row_gets_a_did_you_mean(tmp_path):
+    """'vlm' became "vllm (stand-in for 'vlm')", as if it were an engine the catalog lacks."""
+    from pathlib import Path
+
+    from infraplan.serving.validate import validate_serving
+
+    dev = Path(__file__).parents[2] / "validation" / "serving_dev.csv"
+    header = dev.read_text().splitlines()[0]
+    row = ("r1,me,llama-3.1-8b,h100,1,1,fp8,fp8,1000,1000,1000,offline,,,output_tok_s,15000,"
+           "vlm,")
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "\n" + row + "\n")
+    (only,) = validate_serving(path).rows
+    assert only.plan.describe().startswith("vllm (stand-in for 'vlm'; did you mean 'vllm'?)")

@@ -148,7 +148,12 @@ def test_serving_numbers_are_the_cli_numbers(serve_report):
     bars = list(zip(*(trace["x"] for trace in memory)))
     assert len(bars) > 2 and len(set(bars)) == len(bars)
     sweep = doc["load_sweep"]
-    assert [p["fraction"] for p in sweep] == [0.25, 0.5, 0.75, 1.0, 1.25]
+    # the planning rate's shares, then (the deployment's capacity far above the rate) 75%
+    # and 90% of the capacity: 50% of it is within 10% of 125% of the rate
+    capacity = sim["capacity"]["requests_per_s"]
+    assert [p["fraction"] for p in sweep[:5]] == [0.25, 0.5, 0.75, 1.0, 1.25]
+    assert [p["rate_per_s"] for p in sweep[5:]] == pytest.approx(
+        [f * capacity for f in (0.75, 0.9)])
     assert sweep[0]["rate_per_s"] == pytest.approx(0.25 * plan.rate_per_s)
 
 

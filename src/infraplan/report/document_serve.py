@@ -29,6 +29,19 @@ from infraplan.serving.window import simulate_steady
 from infraplan.serving.window import stationary_stream as stream_at
 
 SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
+# where the capacity is far above the planning rate, the sweep goes on to these shares of it:
+# the headroom is what a reader asks of a lightly loaded deployment, and 125% of its rate
+# tells nothing of it
+CAPACITY_FRACTIONS = (0.5, 0.75, 0.9)
+
+
+def sweep_fractions(rate_per_s: float, capacity_per_s: float) -> tuple[float, ...]:
+    """SWEEP_FRACTIONS of the planning rate, then CAPACITY_FRACTIONS of the capacity past
+    its last one."""
+    if not math.isfinite(capacity_per_s) or rate_per_s <= 0:
+        return SWEEP_FRACTIONS
+    beyond = [f * capacity_per_s / rate_per_s for f in CAPACITY_FRACTIONS]
+    return SWEEP_FRACTIONS + tuple(f for f in beyond if f > 1.1 * SWEEP_FRACTIONS[-1])
 SWEEP_REQUESTS = 1500  # requests per load-sweep simulation
 SLO_NAMES = {"ttft_p99_s": "TTFT", "tpot_p99_s": "TPOT", "e2e_p99_s": "end to end"}
 CAPACITY_NOTE = ("Capacity: the most requests a second the deployment completes on these "
@@ -60,16 +73,17 @@ def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
 
 
 def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = None,
-               fractions=SWEEP_FRACTIONS, max_requests: int = SWEEP_REQUESTS,
+               fractions=None, max_requests: int = SWEEP_REQUESTS,
                capacity_per_s: float = math.inf) -> list[dict]:
-    """The simulated deployment at fractions of `rate_per_s` (at most `max_requests` each).
+    """The simulated deployment at fractions of `rate_per_s` (at most `max_requests` each;
+    None: sweep_fractions').
     A point's sustained rate is the long-run throughput of a queue: the offered rate while
     it is below the deployment's capacity, the capacity above it (Kleinrock, Queueing
     Systems I, Sec. 2.1); a short run's own count lags it by the requests still in flight
     when arrivals stop."""
     slo = scenario.slo.to_slo()
     points = []
-    for f in fractions:
+    for f in fractions or sweep_fractions(rate_per_s, capacity_per_s):
         traffic = stream_at(scenario.traffic, rate_per_s * f, base_dir=base_dir)
         n = min(traffic.num_requests or max_requests, max_requests)
         traffic = traffic.model_copy(update={"num_requests": n, "duration_s": None})
@@ -122,11 +136,20 @@ def _headroom(points: list[dict], ok: list[dict], replicas: int) -> str:
                "the lowest swept"
     top = ok[-1]
     above = [p for p in points if p["fraction"] > top["fraction"]]
-    missed = f", missed at {above[0]['fraction']:.0%}" if above else " or more (the highest " \
-        "swept)"
+    missed = f", missed at {_share(above[0])}" if above else " or more (the highest swept)"
     if top["fraction"] < 1:
-        return f"none {on}: met up to {top['fraction']:.0%} of the planning rate{missed}"
-    return f"{top['fraction']:.0%} of the planning rate{missed} {on}"
+        return f"none {on}: met up to {_share(top, True)}{missed}"
+    return f"{_share(top, True)}{missed} {on}"
+
+
+def _share(point: dict, whole: bool = False) -> str:
+    """'75%' ('75% of the planning rate'), or for a sweep point far past the planning
+    rate '6.2x (31 requests/s)' ('6.2x the planning rate (31 requests/s)')."""
+    f = point["fraction"]
+    if f < 2:
+        return f"{f:.0%}" + " of the planning rate" * whole
+    return f"{f:.2g}x" + " the planning rate" * whole + \
+        f" ({point['rate_per_s']:,.3g} requests/s)"
 
 
 def _describe(dep) -> str:

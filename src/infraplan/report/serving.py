@@ -114,5 +114,8 @@ def _rejected_lines(rejected) -> list[str]:
         lines.append(f"  {len(cands)} configurations of {_listed(d.gpu for d in deps)} (TP "
                      f"{_listed(d.tp for d in deps)}; weights "
                      f"{_listed(d.weight_dtype for d in deps)}; kv "
-                     f"{_listed(d.kv_dtype for d in deps)}): {reason}")
+                     f"{_listed(d.kv_dtype for d in deps)}"
+                     + (f"; max_num_seqs {_listed(d.max_num_seqs for d in deps)}"
+                        if any(d.max_num_seqs for d in deps) else "")
+                     + f"): {reason}")
     return lines

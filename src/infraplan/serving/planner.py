@@ -205,7 +205,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         cand.economics = scenario.monthly_economics(cand.deployment)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
-    notes = [f"planned for {rate:.3g} requests/s",
+    notes = [f"planned for {rate:.3g} requests/s", *scenario.slo.unit_notes(),
              *stored_note, *uncounted_notes(arch)]
     if fp16_gpus:
         notes.append(f"{' and '.join(fp16_gpus)} {'have' if len(fp16_gpus) > 1 else 'has'} "

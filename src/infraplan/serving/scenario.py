@@ -34,6 +34,19 @@ class SloSpec(SpecModel):
         return Slo(ttft_p99_s=self.ttft_p99_s, tpot_p99_s=self.tpot_p99_s,
                    e2e_p99_s=self.e2e_p99_s)
 
+    def unit_notes(self) -> list[str]:
+        """A limit that reads like milliseconds written as seconds: a second or more a token
+        is slower than anyone reads (about 4 tokens a second at 250 words a minute), and
+        ten minutes to a first token is a batch job's wait, not an SLO's."""
+        out = []
+        for field, limit, usual in (("tpot_p99_s", 1.0, "0.05 for 50 ms"),
+                                    ("ttft_p99_s", 600.0, "1.0 for a second")):
+            value = getattr(self, field)
+            if value is not None and value >= limit:
+                out.append(f"slo.{field} is {value:g} s: SLOs are in seconds ({usual}); "
+                           "if you meant milliseconds, divide by 1,000")
+        return out
+
 
 class SearchSpace(SpecModel):
     """The configurations `plan serve` compares; each list is searched in full."""
@@ -215,8 +228,8 @@ class ServeScenario(SpecModel):
     def simulation_notes(self, requests: Requests, arch: ModelArch) -> list[str]:
         """What a lone simulation of the scenario notes: the diurnal hours it covers, the
         checkpoint's format, the model's parts left uncounted."""
-        return [*self.window_notes(requests), *self.stored_format_notes(arch),
-                *uncounted_notes(arch)]
+        return [*self.slo.unit_notes(), *self.window_notes(requests),
+                *self.stored_format_notes(arch), *uncounted_notes(arch)]
 
     def stored_format_notes(self, arch: ModelArch) -> list[str]:
         """Why the deployment serves the format it does, when the checkpoint chose it."""

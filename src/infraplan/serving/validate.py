@@ -17,7 +17,7 @@ from pathlib import Path
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import PRERELEASE_TAG
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
@@ -118,7 +118,11 @@ def _stand_in(text: str | None) -> str:
     """'' when the row's engine is a catalog one; else what FALLBACK_ENGINE stands in for."""
     if _engine_mention(text) is not None:
         return ""
-    return f"stand-in for {text.strip()!r}" if text and text.strip() else "no engine given"
+    if not (text and text.strip()):
+        return "no engine given"
+    names = [n for e in load_catalog().engines for n in (e.name, *e.aliases)]
+    close = close_matches(text.strip().lower(), names, n=1)  # a typo, as 'vlm'
+    return f"stand-in for {text.strip()!r}" + (f"; did you mean {close[0]!r}?" if close else "")
 
 
 def engine_for_row(text: str | None) -> str:
