@@ -195,3 +195,34 @@ def test_a_misspelt_engine_in_a_validation_row_gets_a_did_you_mean(tmp_path):
     path.write_text(header + "\n" + row + "\n")
     (only,) = validate_serving(path).rows
     assert only.plan.describe().startswith("vllm (stand-in for 'vlm'; did you mean 'vllm'?)")
+
+
+BIG_SEARCH = {"model": "llama-3.1-8b", "seed": 0,
+              "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 3},
+                          "num_requests": 300, "input": {"kind": "fixed", "value": 500},
+                          "output": {"kind": "fixed", "value": 100}},
+              "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.1},
+              "search": {"gpus": ["h100", "a100-sxm4-80gb", "l40s", "h200", "b200", "l4"],
+                         "tp": [1, 2, 4], "weight_dtypes": ["bf16", "fp8"],
+                         "max_replicas": 8}}
+
+
+def test_a_big_search_skips_what_cannot_rank_and_finds_the_same_cheapest(monkeypatch):
+    """A 6-GPU x 4-TP x 3-format x 2-KV x 2-batch search took 5 minutes simulating every
+    configuration; one whose fewest replicas that keep up already cost more than the LISTED
+    cheapest that meet the SLOs cannot rank among them."""
+    import infraplan.serving.planner as planner
+
+    listed = planner.LISTED
+    scenario = ServeScenario.model_validate(BIG_SEARCH)
+    bounded = plan_serving(scenario)
+    assert len(bounded.ranked) == listed and bounded.not_simulated
+    last = max(c.usd_per_hour for c in bounded.ranked)
+    assert all(c.floor_usd_per_hour > last for c in bounded.not_simulated)
+    assert bounded.not_simulated_notes[0].startswith(
+        f"not simulated: {len(bounded.not_simulated)} more configurations that fit and keep up")
+    monkeypatch.setattr(planner, "LISTED", 1000)  # every configuration simulated
+    full = plan_serving(scenario)
+    assert not full.not_simulated and full.simulations > bounded.simulations
+    assert [(c.describe(), c.usd_per_hour) for c in full.ranked[:listed]] == \
+        [(c.describe(), c.usd_per_hour) for c in bounded.ranked]

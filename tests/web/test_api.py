@@ -98,7 +98,12 @@ def test_simulate_serve_is_the_cli_call(client):
     for key in ("ttft_s", "tpot_s", "e2e_s", "throughput", "cost", "kv_cache"):
         assert got[key] == pytest.approx(want[key]), key
     assert got["completed"] == want["completed"] == 400
-    assert len(r.json()["document"]["load_sweep"]) == 5
+    # the planning rate's shares, then shares of the capacity far above it
+    from infraplan.report.document_serve import sweep_fractions
+
+    sweep = r.json()["document"]["load_sweep"]
+    fractions = sweep_fractions(sweep[0]["rate_per_s"] / 0.25, got["capacity"]["requests_per_s"])
+    assert [p["fraction"] for p in sweep] == pytest.approx(list(fractions)) and len(sweep) > 5
     # every key --json prints but the per-event timeline (the web lacked capacity, notes
     # and seed)
     assert set(got) == set(want) | {"capacity", "seed", "deployment", "notes", "simulated"}

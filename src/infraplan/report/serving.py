@@ -90,6 +90,7 @@ def plan_report(name: str, plan, seed: int) -> str:
             lines += economics_lines(plan.best.economics)[1:]
     if plan.rejected:
         lines += ["", "rejected:", *_rejected_lines(plan.rejected)]
+    lines += plan.not_simulated_notes
     lines += [f"note: {n}" for n in plan.notes[1:]]
     return "\n".join(lines)
 

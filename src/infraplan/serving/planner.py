@@ -26,7 +26,7 @@ from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight
                                             sixteen_bit)
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.traffic import generate, mean_rate_per_s
-from infraplan.serving.window import stationary_stream
+from infraplan.serving.window import fewest_settling, stationary_stream
 
 
 @dataclass
@@ -45,6 +45,9 @@ class Candidate:
     # simulated as a whole deployment behind its router (provision.confirm_deployment);
     # otherwise its replica count is the per-replica search's, which can be high
     confirmed: bool = False
+    # what its fewest replicas that keep up cost an hour (_floor_usd_per_hour); no count
+    # that meets the SLOs costs less
+    floor_usd_per_hour: float = 0.0
 
     def listed(self) -> str:
         """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
@@ -68,6 +71,7 @@ class Candidate:
                else None, "rejected": self.reason, "economics_per_month": self.economics,
                "capacity_requests_per_s_per_replica": self.capacity_requests_per_s,
                "idle_slo_misses": self.idle_misses, "confirmed": self.confirmed,
+               "floor_usd_per_hour": self.floor_usd_per_hour or None,
                "load_share": None if rate_per_s is None else self.load_share(rate_per_s)}
         if self.summary:
             s = self.summary
@@ -96,11 +100,25 @@ class ServePlan:
     notes: list[str] = field(default_factory=list)
     # when none could be built: the smallest configurations outside the search that can
     runnable_nearby: list[Deployment] = field(default_factory=list)
+    # fit and keep up, but cost more at their fewest replicas than the LISTED cheapest that
+    # meet the SLOs: not simulated (plan_serving)
+    not_simulated: list[Candidate] = field(default_factory=list)
 
     @property
     def unconfirmed_notes(self) -> list[str]:
         """UNCONFIRMED_NOTE when a ranked configuration is marked '*' (Candidate.listed)."""
         return [] if all(c.confirmed for c in self.ranked) else [UNCONFIRMED_NOTE]
+
+    @property
+    def not_simulated_notes(self) -> list[str]:
+        """Why the search left some configurations unsimulated (plan_serving), in a line."""
+        if not self.not_simulated:
+            return []
+        n = len(self.not_simulated)
+        floor = min(c.floor_usd_per_hour for c in self.not_simulated)
+        return [f"not simulated: {n:,} more configuration{'s' * (n != 1)} that fit and keep "
+                f"up, each costing more at its fewest replicas (from ${floor:,.2f}/h) than "
+                f"the {LISTED} cheapest that meet the SLOs"]
 
     @property
     def none_built(self) -> bool:
@@ -129,6 +147,7 @@ class ServePlan:
                 "best": self.best.to_json(self.rate_per_s) if self.best else None,
                 "alternatives": [c.to_json(self.rate_per_s) for c in self.ranked],
                 "rejected": [c.to_json(self.rate_per_s) for c in self.rejected],
+                "not_simulated": [c.to_json(self.rate_per_s) for c in self.not_simulated],
                 "simulations": self.simulations, "search_seconds": self.search_seconds,
                 "notes": self.notes,
                 "runnable_nearby": [d.model_dump() for d in self.runnable_nearby]}
@@ -156,51 +175,45 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     prices = _prices(scenario)
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
-    candidates, rejected = [], []
     seqs = space.max_num_seqs or (None,)
-    sims = 0
     stream = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                       seed=scenario.seed, base_dir=base_dir)  # its lengths size the capacity
     grid, fp16_gpus = _grid(space, seqs)
-    for step, (gpu, tp, wd, kv, ms) in enumerate(grid, 1):
+    built, rejected = [], []
+    for step, key in enumerate(grid, 1):
         if progress:
-            progress(step - 1, len(grid))
-        dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=wd, kv_dtype=kv,
-                         engine=space.engine, max_num_seqs=ms)
-        cand = Candidate(dep)
-        try:
-            if isinstance(prices[gpu], InputError):
-                raise prices[gpu]
-            scenario.deployment_price(dep)  # no price for its instances: fails here
-            resolved = resolve(dep, base_dir=base_dir, arch=arch)
-        except InputError as exc:
-            cand.reason = str(exc)  # with its fix: a price to give, a TP that divides
-            rejected.append(cand)
-            continue
-        cand.capacity_requests_per_s = saturated_requests_per_s(resolved, stream)
-        replicas, summary, count, why = fewest_replicas(
-            scenario, resolved, rate, slo, space.max_replicas, None, base_dir,
-            cand.capacity_requests_per_s)
-        sims += count + 1
-        cand.deployment = dep.model_copy(update={"replicas": replicas or space.max_replicas})
-        cand.summary = summary
-        if replicas is None:
-            alone = idle_latency(resolved, stream)
-            cand.idle_misses = violations(alone, slo)
-            sims += 2
-            if cand.idle_misses:
-                n = alone["completed"] + alone["dropped"]
-                why += (f"; out of reach at any replica count ({n:,} of its requests, "
-                        "each alone on an idle replica: " + "; ".join(cand.idle_misses) + ")")
-            cand.reason = why
-            rejected.append(cand)
-            continue
-        cand.usd_per_hour = cand.deployment.num_gpus * scenario.deployment_price(
-            cand.deployment)
-        cand.resolved = resolved
-        candidates.append(cand)
-    ranked, confirmations = confirm_cheapest(scenario, candidates, rate, slo, base_dir)
-    sims += confirmations
+            progress(step - 1, 2 * len(grid))
+        cand = _built(scenario, key, prices, stream, base_dir, arch)
+        (rejected if cand.reason else built).append(cand)
+    sims = len(built)  # a saturated run each
+    # Cheapest floor first: once LISTED candidates meet the SLOs, one whose fewest replicas
+    # already cost more than all of them cannot rank among them (its cost only grows with
+    # replicas) and is not simulated; the cheapest is the same as with every one simulated
+    for cand in built:
+        cand.floor_usd_per_hour = _floor_usd_per_hour(scenario, cand, rate, space.max_replicas)
+    built.sort(key=lambda c: c.floor_usd_per_hour)
+    candidates, bounded = [], []
+
+    def provision(group: list[Candidate]) -> None:
+        nonlocal sims
+        for cand in group:
+            if progress:
+                progress(len(grid) + built.index(cand), 2 * len(grid))
+            if _outranked(cand, candidates):
+                bounded.append(cand)
+                continue
+            sims += _provision(scenario, cand, rate, slo, space.max_replicas, stream, base_dir)
+            (candidates if cand.reason is None else rejected).append(cand)
+
+    provision(built)
+    while True:  # confirming adds replicas: a floor under the listed costs is simulated now
+        ranked, confirmations = confirm_cheapest(scenario, candidates, rate, slo, base_dir)
+        sims += confirmations
+        revisit = [c for c in bounded if not _outranked(c, ranked)]
+        if not revisit:
+            break
+        bounded = [c for c in bounded if c not in revisit]
+        provision(revisit)
     for cand in ranked:
         cand.economics = scenario.monthly_economics(cand.deployment)
     if scenario.budget_usd_per_month is not None:
@@ -221,13 +234,80 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
                      f"{max(1, math.ceil(best * mean / rate))} of the cheapest's {best} "
                      "replicas suffice off-peak (autoscale)")
     plan = ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,
-                     rejected=rejected, simulations=sims,
+                     rejected=rejected, not_simulated=bounded, simulations=sims,
                      search_seconds=time.perf_counter() - start, notes=notes)
     if plan.none_built:
         priced = [g for g, p in prices.items() if not isinstance(p, InputError)]
         plan.runnable_nearby = runnable_nearby(scenario, priced, base_dir=base_dir, arch=arch)
         plan.search_seconds = time.perf_counter() - start
     return plan
+
+
+LISTED = 10  # configurations that meet the SLOs to rank before bounding the rest
+
+
+def _built(scenario, key: tuple, prices: dict, stream, base_dir, arch) -> Candidate:
+    """The candidate of one grid entry, resolved with its saturated rate measured; or with
+    the reason it cannot be (no price for its instances, a TP that does not divide, no
+    room in memory)."""
+    gpu, tp, wd, kv, ms = key
+    dep = Deployment(model=scenario.model, gpu=gpu, tp=tp, weight_dtype=wd, kv_dtype=kv,
+                     engine=scenario.search.engine, max_num_seqs=ms)
+    cand = Candidate(dep)
+    try:
+        if isinstance(prices[gpu], InputError):
+            raise prices[gpu]
+        scenario.deployment_price(dep)  # no price for its instances: fails here
+        cand.resolved = resolve(dep, base_dir=base_dir, arch=arch)
+    except InputError as exc:
+        cand.reason = str(exc)  # with its fix: a price to give, a TP that divides
+        return cand
+    cand.capacity_requests_per_s = saturated_requests_per_s(cand.resolved, stream)
+    return cand
+
+
+def _floor_usd_per_hour(scenario, cand: Candidate, rate: float, max_replicas: int) -> float:
+    """What `cand`'s fewest replicas that keep up (window.fewest_settling) cost an hour: no
+    count that meets the SLOs costs less (more replicas, more instances). 0 when that count
+    is past max_replicas or it completes nothing: the search then says why at no cost."""
+    cap = cand.capacity_requests_per_s
+    need = fewest_settling(rate, cap) if cap else max_replicas + 1
+    if need > max_replicas:
+        return 0.0
+    dep = cand.deployment.model_copy(update={"replicas": need})
+    return dep.num_gpus * scenario.deployment_price(dep)
+
+
+def _outranked(cand: Candidate, feasible: list[Candidate]) -> bool:
+    """LISTED candidates meet the SLOs for less than `cand` costs at its fewest replicas."""
+    if len(feasible) < LISTED:
+        return False
+    return cand.floor_usd_per_hour > sorted(c.usd_per_hour for c in feasible)[LISTED - 1]
+
+
+def _provision(scenario, cand: Candidate, rate: float, slo, max_replicas: int, stream,
+               base_dir) -> int:
+    """Find `cand`'s fewest replicas meeting the SLOs (provision.fewest_replicas), or the
+    reason none does; the simulations run."""
+    resolved = cand.resolved
+    replicas, summary, count, why = fewest_replicas(
+        scenario, resolved, rate, slo, max_replicas, None, base_dir,
+        cand.capacity_requests_per_s)
+    cand.deployment = cand.deployment.model_copy(update={"replicas": replicas or max_replicas})
+    cand.summary = summary
+    if replicas is not None:
+        cand.usd_per_hour = cand.deployment.num_gpus * scenario.deployment_price(
+            cand.deployment)
+        return count
+    alone = idle_latency(resolved, stream)
+    cand.idle_misses = violations(alone, slo)
+    if cand.idle_misses:
+        n = alone["completed"] + alone["dropped"]
+        why += (f"; out of reach at any replica count ({n:,} of its requests, each alone on "
+                "an idle replica: " + "; ".join(cand.idle_misses) + ")")
+    cand.reason = why
+    cand.resolved = None
+    return count + 2
 
 
 def _with_stored_format(scenario: ServeScenario, arch) -> tuple[ServeScenario, list[str]]:
