@@ -145,3 +145,55 @@ def test_a_links_unusable_values_are_reported(browser, live_server):
     assert serve.input_value("select[name=mode]") == "plan"
     serve.close()
     assert not errors and not serve_errors
+
+
+def _config_of(model: str) -> str:
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    return str(MODELS_DIR / load_catalog().models.get(model).config_file)
+
+
+def test_the_address_bar_is_the_run_with_an_upload(browser, live_server):
+    """After a run of an uploaded config the address bar kept the link's plan (70B on 64
+    GPUs) while the page showed 8B on 16 and said 'copy it to share the check'. Now it
+    holds the run's fields and the upload's name; opening it asks for the file."""
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/memory?model=llama-3.1-70b&gpu=h100&num_gpus=64&tp=8&zero=1")
+    page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    page.set_input_files("#config-file", _config_of("llama-3.1-8b"))
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    page.fill("input[name=num_gpus]", "16")
+    done = page.get_attribute("form.plan", "data-done")
+    page.click("button[type=submit]")
+    page.wait_for_function(f"document.querySelector('form.plan').dataset.done !== '{done}'",
+                           timeout=30_000)
+    checked = _text(page, "memory per accelerator")
+    assert _text(page, "accelerators") == "16 x h100-sxm5-80gb"
+    assert "num_gpus=16" in page.url and "uploaded=llama-3.1-8b" in page.url
+    assert "model=" not in page.url and "num_gpus=64" not in page.url
+    assert page.inner_text("#notice").endswith("not the file: whoever opens the link must "
+                                               "upload it too")
+    shared = page.url
+    page.close()
+    other, other_errors = _page(browser, live_server, DESKTOP)
+    posted = []
+    other.on("request", lambda r: posted.append(r.url) if "/api/memory" in r.url else None)
+    other.goto(shared)
+    other.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
+    assert other.inner_text("#notice").startswith(
+        "this link was made with an uploaded config.json (llama-3.1-8b), which a link cannot "
+        "carry. To fix: upload that config.json")
+    assert other.locator("select[name=model] option:checked").inner_text() == \
+        "upload llama-3.1-8b again"
+    assert other.input_value("input[name=num_gpus]") == "16" and not posted
+    other.click("button[type=submit]")  # not the catalog default in the file's place
+    other.wait_for_selector("#error:not(.hidden)")
+    assert other.inner_text("#error").startswith("this link was made with an uploaded")
+    assert not posted and other.inner_html("#result") == ""
+    other.set_input_files("#config-file", _config_of("llama-3.1-8b"))
+    other.wait_for_selector('#inspect [data-label="parameters"]')
+    other.click("button[type=submit]")
+    other.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert _text(other, "memory per accelerator") == checked
+    other.close()
+    assert not errors and not other_errors

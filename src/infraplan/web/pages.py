@@ -181,7 +181,8 @@ def memory() -> HTMLResponse:
 <p class="hint">Memory per accelerator of one training or fine-tuning plan, as
 <code>infraplan memory</code> computes it: weights, gradients, optimizer states, activations
 and overheads at the fullest pipeline rank; when it does not fit, the single changes that
-do. The form lives in the address bar: copy it to share the check.</p></header>
+do. The form lives in the address bar: copy it to share the check (an uploaded
+config.json is named there, not carried).</p></header>
 <form class="plan" data-endpoint="/api/memory">{form}</form>{RESULT}""")
 
 

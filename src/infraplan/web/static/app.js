@@ -89,6 +89,7 @@
       if (!active(el) || v === '' || (Array.isArray(v) && !v.length)) { return; }
       q.set(el.name, Array.isArray(v) ? v.join(',') : v);
     });
+    if (uploaded) { q.set(UPLOAD_KEY, uploaded.name); }  // names it; cannot carry it
     return q.toString();
   }
   // why a link's value cannot go into `el`, or '' when it can
@@ -126,6 +127,12 @@
       return Object.prototype.hasOwnProperty.call(names, key) ? names[key] : p;
     }).join(',');
   }
+  // a link cannot carry an uploaded file: it names the upload, and the page waits for it
+  var UPLOAD_KEY = 'uploaded';
+  function missingUpload(name) {
+    return 'this link was made with an uploaded config.json (' + name + '), which a link ' +
+      'cannot carry. To fix: upload that config.json, or pick a catalog model';
+  }
   // fills the form from the address bar; says which of the link's values it left out
   function applyQuery() {
     var q = new URLSearchParams(window.location.search);
@@ -133,7 +140,9 @@
     var ignored = [];
     var byName = {};
     fields().forEach(function (el) { byName[el.name] = el; });
+    var upload = modelField && file ? q.get(UPLOAD_KEY) : null;
     q.forEach(function (text, name) {
+      if (upload !== null && name === UPLOAD_KEY) { return; }
       var el = byName[name];
       text = el ? canonical(el, text) : text;
       var why = el ? problem(el, text) : 'not a field of this page';
@@ -145,7 +154,14 @@
       }
     });
     showMode();
-    showNotice(ignored.length ? 'ignored from the link: ' + ignored.join('; ') : '');
+    var notes = ignored.length ? ['ignored from the link: ' + ignored.join('; ')] : [];
+    if (upload !== null) {
+      // nothing runs until the file is back: the catalog default is not the linked model
+      setUpload(null, missingUpload(upload), 'upload ' + upload + ' again');
+      notes.unshift(missingUpload(upload));
+      any = false;
+    }
+    showNotice(notes.join('. '));
     return any;
   }
   function fillCatalogs() {
@@ -242,7 +258,13 @@
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
-    if (!uploaded) { history.replaceState(null, '', '?' + query()); }
+    // the address bar is what runs now, so that a copied link shares it
+    history.replaceState(null, '', '?' + query());
+    if (uploaded) {
+      showNotice('the address bar holds this run\'s settings and the name of the uploaded ' +
+        'config.json (' + uploaded.name + '), not the file: whoever opens the link must ' +
+        'upload it too');
+    }
     var button = form.querySelector('button[type=submit]');
     button.disabled = true;
     statusBox.textContent = 'running…';
@@ -276,7 +298,7 @@
   // the model select names the model a run uses: an upload is an entry of its own, and
   // picking a catalog model drops the upload
   var catalogChoice = '';
-  function setUpload(upload, error) {
+  function setUpload(upload, error, errorLabel) {
     uploaded = upload;
     uploadError = error || '';
     if (!modelField) { return; }
@@ -296,7 +318,8 @@
       mark.setAttribute('data-upload', '');
       modelField.insertBefore(mark, modelField.firstChild);
     }
-    mark.textContent = upload ? 'uploaded: ' + upload.name : 'unusable upload (see the error)';
+    mark.textContent = upload ? 'uploaded: ' + upload.name
+      : errorLabel || 'unusable upload (see the error)';
     mark.selected = true;
   }
   function uploadFailed(text) {
