@@ -47,11 +47,21 @@ dl.items div { background: var(--card); border-radius: 8px; padding: 8px 10px; m
 dl.items dt { font-size: 0.78rem; color: var(--muted); }
 dl.items dd { margin: 2px 0 0; font-weight: 600; overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: 0 0 12px;
-  border: 1px solid var(--line); border-radius: 8px; }
+  border: 1px solid var(--line); border-radius: 8px;
+  /* a shadow at an edge with more table past it (phones scroll wide tables) */
+  background: linear-gradient(to right, var(--bg) 30%, rgba(255, 255, 255, 0)) left / 32px
+    100% no-repeat local, linear-gradient(to left, var(--bg) 30%, rgba(255, 255, 255, 0))
+    right / 32px 100% no-repeat local, radial-gradient(farthest-side at 0 50%,
+    rgba(0, 0, 0, 0.2), transparent) left / 12px 100% no-repeat scroll,
+    radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.2), transparent) right / 12px
+    100% no-repeat scroll; }
 table { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
 caption { text-align: left; font-weight: 600; padding: 6px 10px; }
-th, td { padding: 5px 10px; border-top: 1px solid var(--line); text-align: left;
+th, td { padding: 5px 8px; border-top: 1px solid var(--line); text-align: left;
   white-space: nowrap; }
+th.wrap, td.wrap { white-space: normal; min-width: 14em; overflow-wrap: anywhere; }
+th { vertical-align: bottom; }
+th.split { white-space: normal; }
 th { background: var(--card); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px),
@@ -68,6 +78,7 @@ footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--mut
   body { font-size: 14px; }
   header.top h1 { font-size: 1.25rem; }
   dl.items { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+  th, td { padding: 4px 7px; }
   .figure { min-height: 300px; }
   figure { padding: 2px; }
 }
@@ -114,13 +125,28 @@ def _looks_numeric(text: str) -> bool:
     return NUMBER.fullmatch(text.strip()) is not None
 
 
+# a text column with a cell longer than this wraps (a plan, a cost's basis), and so does a
+# header longer than SPLIT_CHARS ('time to train'); the rest stays on one line. So a desktop
+# column holds the whole table without scrolling
+WRAP_CHARS = 28
+SPLIT_CHARS = 12
+
+
 def _table(t: dict) -> str:
+    columns = range(len(t["columns"]))
     numeric = [bool(t["rows"]) and all(_looks_numeric(r[i]) or r[i] == "-" for r in t["rows"])
-               for i in range(len(t["columns"]))]
-    head = "".join(f'<th{" class=num" if n else ""} scope="col">{escape(c)}</th>'
-                   for c, n in zip(t["columns"], numeric, strict=True))
-    body = "".join("<tr>" + "".join(f'<td{" class=num" if n else ""}>{escape(c)}</td>'
-                                    for c, n in zip(r, numeric, strict=True)) + "</tr>"
+               for i in columns]
+    kind = ["num" if numeric[i] else "wrap"
+            if any(len(r[i]) > WRAP_CHARS for r in t["rows"]) else "" for i in columns]
+
+    def cls(*names: str) -> str:
+        names = " ".join(n for n in names if n)
+        return f' class="{names}"' if names else ""
+
+    head = "".join(f'<th{cls(k, "split" if len(c) > SPLIT_CHARS else "")} scope="col">'
+                   f"{escape(c)}</th>" for c, k in zip(t["columns"], kind, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{cls(k)}>{escape(c)}</td>"
+                                    for c, k in zip(r, kind, strict=True)) + "</tr>"
                    for r in t["rows"])
     return (f'<div class="table-wrap"><table><caption>{escape(t["title"])}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
