@@ -65,3 +65,29 @@ def test_a_phone_scrolls_a_wide_table_in_its_box(browser, live_server):
     page.screenshot(path=str(ARTIFACTS / "train-phone-tables.png"), full_page=True)
     page.close()
     assert not errors
+
+
+def _texts(page, figure: str) -> list[tuple[str, float]]:
+    """Each text drawn in a figure and its font size in px."""
+    return [(t, float(px.removesuffix("px"))) for t, px in page.eval_on_selector(
+        figure, "g => Array.from(g.querySelectorAll('.main-svg text'), "
+                "t => [t.textContent, getComputedStyle(t).fontSize])")]
+
+
+def test_the_cost_chart_is_legible(browser, live_server):
+    """The bar carried its basis sentence, drawn about 5 px tall inside it, and no dollars.
+    Now: the dollars on the bar, every text at 11 px or more; the basis is the table's."""
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(live_server + TRAIN_DEFAULTS)
+    page.wait_for_selector("#fig-cost .main-svg .bartext", timeout=60_000)
+    rows = page.locator('#result table:has(caption:text-is("cost line items")) tbody tr')
+    items = [rows.nth(n).locator("td").all_inner_texts() for n in range(rows.count())]
+    assert items and "GPU-h" in items[0][2]  # the basis, in the table
+    texts = _texts(page, "#fig-cost")
+    dollars = [usd.removesuffix(usd[-3:]) for _, usd, _ in items]  # "$9,040.12": "$9,040"
+    assert [t for t, _ in texts if t.startswith("$") and t in dollars] == dollars
+    assert not [t for t, _ in texts if "GPU-h" in t]  # the basis is not drawn
+    assert min(size for _, size in texts) >= 11, texts
+    page.locator("#fig-cost").screenshot(path=str(ARTIFACTS / "cost-phone.png"))
+    page.close()
+    assert not errors

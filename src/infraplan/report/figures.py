@@ -204,12 +204,25 @@ def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
                 "showgrid": False})}
 
 
+def _dollars(value: float) -> str:
+    """A bar's label: whole dollars, cents only under $100."""
+    return f"${value:,.2f}" if abs(value) < 100 else f"${value:,.0f}"
+
+
 def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict:
+    """One bar per line item labelled with its dollars; its basis (a sentence) is in the
+    hover and in the section's "cost line items" table: drawn inside the bar, plotly shrank
+    it to a few pixels."""
     return {"data": [{"type": "bar", "x": [i["item"] for i in items],
-                      "y": [i["usd"] for i in items], "text": [i["basis"] for i in items],
+                      "y": [i["usd"] for i in items],
+                      "text": [_dollars(i["usd"]) for i in items], "textposition": "outside",
+                      "textfont": {"size": 13}, "cliponaxis": False,
+                      "customdata": [i["basis"] for i in items],
                       "marker": {"color": COLORS[0]},
-                      "hovertemplate": "%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"}],
-            "layout": _layout(title, "", "USD", showlegend=False)}
+                      "hovertemplate": "%{x}: %{text}<br>%{customdata}<extra></extra>"}],
+            "layout": _layout(title, "", "USD", showlegend=False,
+                              yaxis={"tickprefix": "$", "rangemode": "tozero"},
+                              margin={"t": 40})}
 
 
 def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
