@@ -46,6 +46,9 @@ button[disabled] { opacity: 0.6; cursor: wait; }
 .notice { color: #6b4e00; background: #fdf7e3; border: 1px solid #eedca0;
   border-radius: 8px; padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
 .hidden { display: none !important; }
+form.plan label.invalid input, form.plan label.invalid select { border-color: #a12a2a;
+  box-shadow: 0 0 0 1px #a12a2a; }
+.field-error { color: #a12a2a; font-size: 0.78rem; overflow-wrap: anywhere; }
 .hint { font-size: 0.85rem; color: var(--muted); }
 .apply { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
 .apply button { background: #fff; color: var(--accent); border: 1px solid var(--accent);
@@ -269,9 +272,11 @@ def serve() -> HTMLResponse:
         _field("seed", "random seed", "0", typ="int", step="1",
                hint="the same seed draws the same requests"),
         "<fieldset>SLOs (p99)</fieldset>",
-        _field("ttft_p99_s", "time to first token (s)", "1.0", group="slo"),
-        _field("tpot_p99_s", "time per output token (s)", "0.05", group="slo"),
-        _field("e2e_p99_s", "end to end (s)", "", group="slo"),
+        # empty: no such SLO (the placeholder says so; the page asks for other fields)
+        _field("ttft_p99_s", "time to first token (s)", "1.0", group="slo", placeholder="none"),
+        _field("tpot_p99_s", "time per output token (s)", "0.05", group="slo",
+               placeholder="none"),
+        _field("e2e_p99_s", "end to end (s)", "", group="slo", placeholder="none"),
         ACTIONS.format(label="Run")])
     return _page("Serving plan", f"""<header class="top"><h1>Serving plan</h1>
 <p class="hint">Plan: for each accelerator x TP x weight format, the fewest replicas that

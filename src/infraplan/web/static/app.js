@@ -188,6 +188,57 @@
   function showError(text) {
     errorBox.textContent = text;
     errorBox.classList.toggle('hidden', !text);
+    if (!text) { unmark(); }
+  }
+  // a message beside the field it is about (the error box, below the form, has them all)
+  function unmark() {
+    form.querySelectorAll('.field-error').forEach(function (n) { n.remove(); });
+    form.querySelectorAll('label.invalid').forEach(function (n) {
+      n.classList.remove('invalid');
+    });
+  }
+  function mark(el, text) {
+    var label = el.closest('label');
+    if (!label) { return; }
+    label.classList.add('invalid');
+    var note = document.createElement('span');
+    note.className = 'field-error';
+    note.textContent = text;
+    label.appendChild(note);
+  }
+  function labelOf(el) {
+    var label = el.closest('label');
+    return label ? label.firstChild.textContent.trim() : el.name;
+  }
+  // the field an API message is about: 'tp=3 ...', 'min_count 64 ...', 'traffic.cv: ...'
+  function markDetail(detail) {
+    var byPath = {};
+    fields().forEach(function (el) {
+      if (!active(el)) { return; }
+      var key = el.getAttribute('data-key') || el.name;
+      var group = el.getAttribute('data-group');
+      byPath[group ? group + '.' + key : key] = el;
+    });
+    detail.split('; ').forEach(function (part) {
+      var m = /^([A-Za-z_][\w.]*)(?::\s*|=|\s)/.exec(part);
+      var el = m && Object.prototype.hasOwnProperty.call(byPath, m[1]) ? byPath[m[1]] : null;
+      if (el && !el.closest('label.invalid')) { mark(el, part); }
+    });
+  }
+  // a field the page shows filled in (a count, a size, a list) that is now empty: the API's
+  // default for it may differ from the one the form showed, so the run is not sent
+  function emptyRequired() {
+    return fields().filter(function (el) {
+      if (!active(el) || el.getAttribute('data-type') === 'skip') { return false; }
+      var v = values(el);
+      if (Array.isArray(v) ? v.length : v !== '') { return false; }
+      return el.multiple || (el.tagName === 'INPUT' && el.defaultValue !== '' &&
+                             !el.placeholder);
+    });
+  }
+  function missingMessage(el) {
+    return el.multiple ? 'none picked; pick at least one'
+      : 'empty; enter a value (the form\'s default is ' + el.defaultValue + ')';
   }
   function showInspect(a) {
     var rows = [['model', a.model + ' (' + a.family + ')'],
@@ -255,6 +306,15 @@
     showError('');
     if (!fromLink) { showNotice(''); }
     if (uploadError) { failed(uploadError); return Promise.resolve(); }
+    var missing = emptyRequired();
+    if (missing.length) {
+      failed(missing.map(function (el) {
+        return labelOf(el) + ' (' + el.name + '): ' + missingMessage(el);
+      }).join('; '));
+      missing.forEach(function (el) { mark(el, missingMessage(el)); });
+      missing[0].focus();
+      return Promise.resolve();
+    }
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
@@ -277,8 +337,9 @@
       })
       .then(function (answer) {
         if (!answer.ok) {
-          failed(typeof answer.data.detail === 'string' ? answer.data.detail
-            : JSON.stringify(answer.data.detail));
+          var detail = answer.data.detail;
+          failed(typeof detail === 'string' ? detail : JSON.stringify(detail));
+          if (typeof detail === 'string') { markDetail(detail); }
           return;
         }
         if (inspecting) {
