@@ -91,3 +91,29 @@ def test_the_cost_chart_is_legible(browser, live_server):
     page.locator("#fig-cost").screenshot(path=str(ARTIFACTS / "cost-phone.png"))
     page.close()
     assert not errors
+
+
+def test_the_serving_memory_chart_fits_a_phone(browser, live_server):
+    """At 390 px the labels ('1 x 1 x h100-sxm5-80gb, vllm, weights bf16, KV bf16') were cut
+    at the left and the bars had 15% of the chart; the labels now wrap."""
+    page, errors = _page(browser, live_server, PHONE)
+    posted = []
+    page.on("response", lambda r: posted.append(r) if "/api/plan/serve" in r.url else None)
+    page.goto(f"{live_server}/serve?mode=plan&model=llama-3.1-8b")
+    page.wait_for_selector("#fig-memory .main-svg .ytick", timeout=120_000)
+    bars = [t for t in posted[0].json()["document"]["figures"]["memory"]["data"]
+            if t.get("orientation") == "h"][0]["y"]
+    shown = page.eval_on_selector("#fig-memory", """g => {
+      const box = r => { const b = r.getBoundingClientRect(); return [b.left, b.width]; };
+      return {figure: box(g), plot: box(g.querySelector('.nsewdrag')),
+              labels: Array.from(g.querySelectorAll('.ytick text'), t => ({box: box(t),
+                text: Array.from(t.querySelectorAll('tspan.line'), l => l.textContent)}))};
+    }""")
+    left, width = shown["figure"]
+    assert shown["plot"][1] >= 0.5 * width, shown
+    assert [" ".join(label["text"]) for label in shown["labels"]] == bars
+    assert all(label["box"][0] >= left for label in shown["labels"]), shown
+    assert max(len(line) for label in shown["labels"] for line in label["text"]) <= 16
+    page.locator("#fig-memory").screenshot(path=str(ARTIFACTS / "serve-memory-phone.png"))
+    page.close()
+    assert not errors

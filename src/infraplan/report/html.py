@@ -84,14 +84,39 @@ footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--mut
 }
 """
 
-# draws every <div data-figure="key"> from the document's figures (report and web page)
+# draws every <div data-figure="key"> from the document's figures (report and web page);
+# a horizontal bar chart's labels wrap ('1 x h100-sxm5-80gb, vllm, weights bf16, KV bf16'
+# on one line left a phone's chart 15% of its width for the bars)
 FIGURE_JS = """
+function infraplanLines(text, width) {
+  var lines = [];
+  String(text).split(' ').forEach(function (word) {
+    var last = lines.length - 1;
+    if (last >= 0 && lines[last].length + 1 + word.length <= width) {
+      lines[last] += ' ' + word;
+    } else { lines.push(word); }
+  });
+  return lines;
+}
+function infraplanWrapBars(el, layout, data) {
+  var bars = data.filter(function (t) { return t.orientation === 'h'; });
+  if (!bars.length) { return; }
+  var width = el.clientWidth < 600 ? 16 : 32;
+  var labels = bars[0].y.map(function (y) { return infraplanLines(y, width); });
+  layout.yaxis = Object.assign({}, layout.yaxis, {tickmode: 'array', tickvals: bars[0].y,
+    ticktext: labels.map(function (l) { return l.join('<br>'); })});
+  if (layout.height) {  // room for the lines past two a bar
+    layout.height += 16 * labels.reduce(function (n, l) {
+      return n + Math.max(0, l.length - 2); }, 0);
+  }
+}
 function infraplanDraw(root, figures) {
   root.querySelectorAll('[data-figure]').forEach(function (el) {
     var f = figures[el.getAttribute('data-figure')];
     if (!f || typeof Plotly === 'undefined') { return; }
     var layout = Object.assign({}, f.layout, {title: {text: ''}});  // the caption shows it
     layout.margin = Object.assign({}, layout.margin, {t: 10});
+    infraplanWrapBars(el, layout, f.data);
     Plotly.newPlot(el, f.data, layout, {responsive: true, displaylogo: false,
       modeBarButtonsToRemove: ['select2d', 'lasso2d']});
   });
