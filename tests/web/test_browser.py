@@ -230,3 +230,24 @@ def test_training_with_an_uploaded_config(browser, live_server):
     assert _text(page, "MFU") == f"{best.mfu:.1%}"
     page.close()
     assert not errors
+
+
+def test_inspect_shows_the_sliding_window_as_the_cli(browser, live_server):
+    """gpt-oss-120b showed only 'KV cache per token (bf16) 72.0 KiB'; `infraplan model`
+    adds that past its 128-token window on half the layers a token adds 36.0 KiB."""
+    from infraplan.report.model import model_summary
+
+    cli = model_summary("gpt-oss-120b")["text"].splitlines()
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(f"{live_server}/?model=gpt-oss-120b")
+    page.wait_for_selector('#inspect [data-label="sliding window"]')
+
+    def shown(label: str) -> str:
+        return page.locator(f'#inspect [data-label="{label}"] dd').inner_text()
+
+    assert f"  sliding window of {shown('sliding window')}" in cli
+    assert shown("sliding window") == ("128 tokens on 18 of 36 layers: past it, a token adds "
+                                       "36.0 KiB in bf16")
+    assert f"KV cache per token: {shown('KV cache per token')}" in cli
+    page.close()
+    assert not errors

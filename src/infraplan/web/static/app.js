@@ -240,6 +240,10 @@
     return el.multiple ? 'none picked; pick at least one'
       : 'empty; enter a value (the form\'s default is ' + el.defaultValue + ')';
   }
+  function kib(bytes) {  // as `infraplan model` prints it: 1,280.0 KiB
+    return (bytes / 1024).toLocaleString('en-US', {minimumFractionDigits: 1,
+                                                   maximumFractionDigits: 1}) + ' KiB';
+  }
   function showInspect(a) {
     var rows = [['model', a.model + ' (' + a.family + ')'],
       ['parameters', a.params_total.toLocaleString() + (a.params_active !== a.params_total
@@ -249,8 +253,13 @@
         ' KV heads, head dim ' + a.head_dim],
       ['forward FLOPs per token', (a.forward_flops_per_token / 1e9).toFixed(2) + ' GFLOP'],
       ['training FLOPs per token', (a.training_flops_per_token / 1e9).toFixed(2) + ' GFLOP'],
-      ['KV cache per token (bf16)',
-        (a.kv_cache_bytes_per_token.bf16 / 1024).toFixed(1) + ' KiB']];
+      ['KV cache per token', kib(a.kv_cache_bytes_per_token.bf16) + ' in bf16, ' +
+        kib(a.kv_cache_bytes_per_token.fp8) + ' in fp8']];
+    if (a.sliding_window) {  // past the window only the global layers' cache grows
+      rows.push(['sliding window', a.sliding_window.toLocaleString('en-US') + ' tokens on ' +
+        a.windowed_layers + ' of ' + a.layers + ' layers: past it, a token adds ' +
+        kib(a.kv_cache_bytes_per_token_beyond_window) + ' in bf16']);
+    }
     // what the numbers leave out (a vision tower, a context past the model's)
     a.notes.forEach(function (n) { rows.push(['note', n]); });
     var dl = document.createElement('dl');
