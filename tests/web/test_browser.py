@@ -251,3 +251,25 @@ def test_inspect_shows_the_sliding_window_as_the_cli(browser, live_server):
     assert f"KV cache per token: {shown('KV cache per token')}" in cli
     page.close()
     assert not errors
+
+
+
+def test_no_page_asks_for_a_missing_file(browser, live_server):
+    """Each page asked for /favicon.ico: a 404 in the console. The icon is inline, in the
+    report too."""
+    from infraplan.report.html import render_document
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    failed = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400
+            else None)
+    for path in ("/", "/memory", "/train", "/serve"):
+        page.goto(live_server + path, wait_until="networkidle")
+        # headless Chromium asks for no icon; a desktop browser asks for /favicon.ico
+        icon = page.locator('link[rel="icon"]')
+        assert icon.count() == 1 and icon.get_attribute("href").startswith("data:image/svg")
+    page.close()
+    assert not failed and not errors, failed + errors
+    report = render_document({"title": "t", "kind": "memory", "model": "m", "sections": [],
+                              "figures": {}})
+    assert '<link rel="icon" href="data:image/svg+xml,' in report

@@ -13,7 +13,7 @@ from typing import get_args
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from infraplan.report.html import CSS, FIGURE_JS, plotly_js
+from infraplan.report.html import CSS, FAVICON, FIGURE_JS, plotly_js
 from infraplan.workloads import GradDtype, OptimizerName, Precision, Recompute
 
 pages = APIRouter(include_in_schema=False)
@@ -95,6 +95,7 @@ def _page(title: str, body: str) -> HTMLResponse:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)}: infraplan</title>
+{FAVICON}
 <link rel="stylesheet" href="/static/app.css">
 <script src="/static/plotly.min.js"></script>
 <script src="/static/app.js" defer></script>
