@@ -118,3 +118,30 @@ def test_the_serving_memory_chart_fits_a_phone(browser, live_server):
     page.locator("#fig-memory").screenshot(path=str(ARTIFACTS / "serve-memory-phone.png"))
     page.close()
     assert not errors
+
+
+def test_log_axes_label_their_ticks_once(browser, live_server):
+    """The goodput chart's log axis read '4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 10 2 ...' in small
+    digits: each label now names its value, at 1, 2 or 5 times a power of ten."""
+    page, errors = _page(browser, live_server, {"width": 1280, "height": 900})
+    page.goto(live_server + TRAIN_DEFAULTS)
+    page.wait_for_selector("#fig-goodput .main-svg .xtick", timeout=60_000)
+    labels = page.eval_on_selector("#fig-goodput", "g => Array.from(g.querySelectorAll("
+                                   "'.xtick text'), t => [t.textContent, "
+                                   "getComputedStyle(t).fontSize])")
+    values = [float(text) for text, _ in labels]
+    assert len(values) >= 2 and len(set(values)) == len(values), labels
+    assert all(f"{v:.0e}"[0] in "125" for v in values), labels
+    assert all(float(size.removesuffix("px")) >= 11 for _, size in labels), labels
+    page.close()
+    assert not errors
+
+
+@pytest.mark.parametrize("lo,hi,ticks", [(0.4, 300, ["1", "10", "100"]),
+                                         (0.01, 30, ["0.01", "0.1", "1", "10"]),
+                                         (0.03, 0.4, ["0.05", "0.1", "0.2"]),
+                                         (2.1, 4.9, None)])
+def test_log_ticks(lo, hi, ticks):
+    from infraplan.report.figures import log_ticks
+
+    assert log_ticks(lo, hi).get("ticktext") == ticks
