@@ -304,3 +304,17 @@ def test_report_notes_name_the_request_fields_not_the_scenario_paths(client):
         TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"])).json()["result"]
     assert {p["accelerator"]: p["precision"] for p in mixed["by_accelerator"]} == {
         "h100-sxm5-80gb": "bf16", "v100-sxm2-32gb": "fp16"}
+
+
+def test_a_table_with_no_rows_says_none(client):
+    """'configurations that meet the SLOs' was a header over nothing when none did."""
+    answer = client.post("/api/plan/serve", json={
+        "model": "llama-3.1-8b", "gpus": ["h100"], "tp": [1], "weight_dtypes": ["checkpoint"],
+        "traffic": {"num_requests": 200}, "slo": {"e2e_p99_s": 0.01}}).json()
+    (met,) = [t for s in answer["document"]["sections"] for t in s["tables"]
+              if t["title"].startswith("configurations that meet the SLOs")]
+    assert met["rows"] == []
+    html = answer["html"]
+    start = html.index("<caption>configurations that meet the SLOs")
+    assert html[start:].split("</tbody>")[0].endswith(
+        '<tbody><tr><td class="empty" colspan="7">none</td></tr>')

@@ -63,6 +63,7 @@ th.wrap, td.wrap { white-space: normal; min-width: 14em; overflow-wrap: anywhere
 th { vertical-align: bottom; }
 th.split { white-space: normal; }
 th { background: var(--card); font-weight: 600; }
+td.empty { color: var(--muted); font-style: italic; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px),
   1fr)); gap: 12px; margin: 0 0 12px; }
@@ -180,6 +181,8 @@ def _table(t: dict) -> str:
     body = "".join("<tr>" + "".join(f"<td{cls(k)}>{escape(c)}</td>"
                                     for c, k in zip(r, kind, strict=True)) + "</tr>"
                    for r in t["rows"])
+    if not t["rows"]:  # a header over nothing read as a table that failed to load
+        body = f'<tr><td class="empty" colspan="{len(t["columns"])}">none</td></tr>'
     return (f'<div class="table-wrap"><table><caption>{escape(t["title"])}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
