@@ -72,6 +72,8 @@ figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 
 figcaption { font-weight: 600; font-size: 0.9rem; padding: 2px 4px 0; }
 .figure { width: 100%; min-height: 320px; min-width: 0; }
 p.para { margin: 4px 0; font-size: 0.9rem; color: var(--muted); overflow-wrap: anywhere; }
+ul.paras { margin: 0 0 6px; padding-left: 22px; font-size: 0.9rem; color: var(--muted);
+  overflow-wrap: anywhere; }
 p.na { color: var(--na); font-style: italic; margin: 4px 0 8px; }
 footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--muted);
   font-size: 0.8rem; }
@@ -191,6 +193,29 @@ def _figure_title(figure: dict) -> str:
     return str(figure.get("layout", {}).get("title", {}).get("text", ""))
 
 
+LEAD = re.compile(r"([A-Za-z][A-Za-z ]{0,39}): (.+)", re.DOTALL)  # 'Why other choices lost'
+
+
+def _paragraphs(paragraphs: list[str]) -> list[str]:
+    """Each paragraph as <p>; a run of paragraphs that open with the same short lead ('Why
+    other choices lost: ...', thirty times on a training plan) as that lead once over a
+    list of the rest."""
+    out, n = [], 0
+    while n < len(paragraphs):
+        lead = LEAD.fullmatch(paragraphs[n])
+        run = n + 1
+        while lead and run < len(paragraphs) and paragraphs[run].startswith(lead[1] + ": "):
+            run += 1
+        if run - n > 1:
+            items = "".join(f"<li>{escape(LEAD.fullmatch(p)[2])}</li>"
+                            for p in paragraphs[n:run])
+            out.append(f'<p class="para">{escape(lead[1])}:</p><ul class="paras">{items}</ul>')
+        else:
+            out.append(f'<p class="para">{escape(paragraphs[n])}</p>')
+        n = run
+    return out
+
+
 def render_sections(doc: dict) -> str:
     """The sections of a document as an HTML fragment (navigation included)."""
     toc, parts, framework = [], [], None
@@ -213,7 +238,7 @@ def render_sections(doc: dict) -> str:
                 f'<figure><figcaption>{escape(_figure_title(doc["figures"][f]))}</figcaption>'
                 f'<div class="figure" id="fig-{escape(f)}" data-figure="{escape(f)}"></div>'
                 "</figure>" for f in shown) + "</div>")
-        out += [f'<p class="para">{escape(p)}</p>' for p in s["paragraphs"]]
+        out += _paragraphs(s["paragraphs"])
         if s["not_applicable"]:
             out.append(f'<p class="na">{escape(s["not_applicable"])}</p>')
         parts.append("".join(out) + "</section>")
