@@ -272,4 +272,4 @@ def test_no_page_asks_for_a_missing_file(browser, live_server):
     assert not failed and not errors, failed + errors
     report = render_document({"title": "t", "kind": "memory", "model": "m", "sections": [],
                               "figures": {}})
-    assert '<link rel="icon" href="data:image/svg+xml,' in report
+    assert '<link rel="icon" href="data:image/svg+xml;base64,' in report
