@@ -309,3 +309,32 @@ def test_report_notes_name_the_request_fields_not_the_scenario_paths(client):
         TRAIN_BODY, gpus=["h100", "v100-sxm2-32gb"])).json()["result"]
     assert {p["accelerator"]: p["precision"] for p in mixed["by_accelerator"]} == {
         "h100-sxm5-80gb": "bf16", "v100-sxm2-32gb": "fp16"}
+
+
+def test_a_table_with_no_rows_says_none(client):
+    """'configurations that meet the SLOs' was a header over nothing when none did."""
+    answer = client.post("/api/plan/serve", json={
+        "model": "llama-3.1-8b", "gpus": ["h100"], "tp": [1], "weight_dtypes": ["checkpoint"],
+        "traffic": {"num_requests": 200}, "slo": {"e2e_p99_s": 0.01}}).json()
+    (met,) = [t for s in answer["document"]["sections"] for t in s["tables"]
+              if t["title"].startswith("configurations that meet the SLOs")]
+    assert met["rows"] == []
+    html = answer["html"]
+    start = html.index("<caption>configurations that meet the SLOs")
+    assert html[start:].split("</tbody>")[0].endswith(
+        '<tbody><tr><td class="empty" colspan="7">none</td></tr>')
+
+
+def test_why_other_choices_lost_is_said_once_over_a_list(client):
+    """The training page repeated 'Why other choices lost:' about 30 times."""
+    from html import escape
+
+    answer = client.post("/api/plan/train", json={"model": "llama-3.1-8b",
+                                                  "gpus": ["h100-sxm5-80gb"],
+                                                  "min_count": 8, "max_count": 64}).json()
+    reasons = [p.removeprefix("Why other choices lost: ") for s in answer["document"]["sections"]
+               for p in s["paragraphs"] if p.startswith("Why other choices lost: ")]
+    html = answer["html"]
+    assert len(reasons) > 10 and html.count("Why other choices lost") == 1
+    listed = html.split('<p class="para">Why other choices lost:</p><ul class="paras">')[1]
+    assert listed.split("</ul>")[0] == "".join(f"<li>{escape(r)}</li>" for r in reasons)

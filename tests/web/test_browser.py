@@ -230,3 +230,46 @@ def test_training_with_an_uploaded_config(browser, live_server):
     assert _text(page, "MFU") == f"{best.mfu:.1%}"
     page.close()
     assert not errors
+
+
+def test_inspect_shows_the_sliding_window_as_the_cli(browser, live_server):
+    """gpt-oss-120b showed only 'KV cache per token (bf16) 72.0 KiB'; `infraplan model`
+    adds that past its 128-token window on half the layers a token adds 36.0 KiB."""
+    from infraplan.report.model import model_summary
+
+    cli = model_summary("gpt-oss-120b")["text"].splitlines()
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(f"{live_server}/?model=gpt-oss-120b")
+    page.wait_for_selector('#inspect [data-label="sliding window"]')
+
+    def shown(label: str) -> str:
+        return page.locator(f'#inspect [data-label="{label}"] dd').inner_text()
+
+    assert f"  sliding window of {shown('sliding window')}" in cli
+    assert shown("sliding window") == ("128 tokens on 18 of 36 layers: past it, a token adds "
+                                       "36.0 KiB in bf16")
+    assert f"KV cache per token: {shown('KV cache per token')}" in cli
+    page.close()
+    assert not errors
+
+
+
+def test_no_page_asks_for_a_missing_file(browser, live_server):
+    """Each page asked for /favicon.ico: a 404 in the console. The icon is inline, in the
+    report too."""
+    from infraplan.report.html import render_document
+
+    page, errors = _page(browser, live_server, DESKTOP)
+    failed = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400
+            else None)
+    for path in ("/", "/memory", "/train", "/serve"):
+        page.goto(live_server + path, wait_until="networkidle")
+        # headless Chromium asks for no icon; a desktop browser asks for /favicon.ico
+        icon = page.locator('link[rel="icon"]')
+        assert icon.count() == 1 and icon.get_attribute("href").startswith("data:image/svg")
+    page.close()
+    assert not failed and not errors, failed + errors
+    report = render_document({"title": "t", "kind": "memory", "model": "m", "sections": [],
+                              "figures": {}})
+    assert '<link rel="icon" href="data:image/svg+xml;base64,' in report

@@ -145,3 +145,114 @@ def test_a_links_unusable_values_are_reported(browser, live_server):
     assert serve.input_value("select[name=mode]") == "plan"
     serve.close()
     assert not errors and not serve_errors
+
+
+def _config_of(model: str) -> str:
+    from infraplan.catalog import MODELS_DIR, load_catalog
+
+    return str(MODELS_DIR / load_catalog().models.get(model).config_file)
+
+
+def test_the_address_bar_is_the_run_with_an_upload(browser, live_server):
+    """After a run of an uploaded config the address bar kept the link's plan (70B on 64
+    GPUs) while the page showed 8B on 16 and said 'copy it to share the check'. Now it
+    holds the run's fields and the upload's name; opening it asks for the file."""
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/memory?model=llama-3.1-70b&gpu=h100&num_gpus=64&tp=8&zero=1")
+    page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    page.set_input_files("#config-file", _config_of("llama-3.1-8b"))
+    page.wait_for_selector('#inspect [data-label="parameters"]')
+    page.fill("input[name=num_gpus]", "16")
+    done = page.get_attribute("form.plan", "data-done")
+    page.click("button[type=submit]")
+    page.wait_for_function(f"document.querySelector('form.plan').dataset.done !== '{done}'",
+                           timeout=30_000)
+    checked = _text(page, "memory per accelerator")
+    assert _text(page, "accelerators") == "16 x h100-sxm5-80gb"
+    assert "num_gpus=16" in page.url and "uploaded=llama-3.1-8b" in page.url
+    assert "model=" not in page.url and "num_gpus=64" not in page.url
+    assert page.inner_text("#notice").endswith("not the file: whoever opens the link must "
+                                               "upload it too")
+    shared = page.url
+    page.close()
+    other, other_errors = _page(browser, live_server, DESKTOP)
+    posted = []
+    other.on("request", lambda r: posted.append(r.url) if "/api/memory" in r.url else None)
+    other.goto(shared)
+    other.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
+    assert other.inner_text("#notice").startswith(
+        "this link was made with an uploaded config.json (llama-3.1-8b), which a link cannot "
+        "carry. To fix: upload that config.json")
+    assert other.locator("select[name=model] option:checked").inner_text() == \
+        "upload llama-3.1-8b again"
+    assert other.input_value("input[name=num_gpus]") == "16" and not posted
+    other.click("button[type=submit]")  # not the catalog default in the file's place
+    other.wait_for_selector("#error:not(.hidden)")
+    assert other.inner_text("#error").startswith("this link was made with an uploaded")
+    assert not posted and other.inner_html("#result") == ""
+    other.set_input_files("#config-file", _config_of("llama-3.1-8b"))
+    other.wait_for_selector('#inspect [data-label="parameters"]')
+    other.click("button[type=submit]")
+    other.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert _text(other, "memory per accelerator") == checked
+    other.close()
+    assert not errors and not other_errors
+
+
+def _beside(page, name: str) -> str:
+    """The message beside a field ('' when there is none)."""
+    note = page.locator(f"label:has([name={name}]) .field-error")
+    return note.inner_text() if note.count() else ""
+
+
+def test_an_emptied_field_is_named_not_replaced(browser, live_server):
+    """Clearing 'accelerators in the job' (8) ran the check on 1 GPU, the API's default:
+    'DOES NOT FIT 139.0 GiB', no word. An emptied field the form filled is now named, beside
+    it and in the error box, and nothing runs; an SLO may be emptied (none)."""
+    page, errors = _page(browser, live_server, DESKTOP)
+    posted = []
+    page.on("request", lambda r: posted.append(r.url) if "/api/memory" in r.url else None)
+    page.goto(f"{live_server}/memory")
+    page.wait_for_selector('select[name=gpu] option[value="h100-sxm5-80gb"]', state="attached")
+    page.fill("input[name=num_gpus]", "")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    message = "empty; enter a value (the form's default is 8)"
+    assert page.inner_text("#error") == f"accelerators in the job (num_gpus): {message}"
+    assert _beside(page, "num_gpus") == message and _beside(page, "tp") == ""
+    assert not posted and page.inner_html("#result") == ""
+    page.fill("input[name=num_gpus]", "8")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert _text(page, "accelerators") == "8 x h100-sxm5-80gb" and _beside(page, "num_gpus") == ""
+    page.close()
+    train, train_errors = _open_train(browser, live_server)
+    train.select_option("select[name=gpus]", [])
+    train.click("button[type=submit]")
+    train.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    assert train.inner_text("#error") == ("accelerators (up to 3) (gpus): none picked; pick at "
+                                          "least one")
+    train.close()
+    serve, serve_errors = _page(browser, live_server, DESKTOP)
+    serve.goto(f"{live_server}/serve")
+    serve.wait_for_selector('select[name=gpus] option[value="h100-sxm5-80gb"]', state="attached")
+    assert serve.get_attribute("input[name=ttft_p99_s]", "placeholder") == "none"
+    serve.close()
+    assert not errors and not train_errors and not serve_errors
+
+
+def test_the_apis_message_is_beside_its_field(browser, live_server):
+    page, errors = _page(browser, live_server, DESKTOP)
+    page.goto(f"{live_server}/memory?model=llama-3.1-8b&gpu=h100-sxm5-80gb&num_gpus=3&tp=3")
+    page.wait_for_selector("#error:not(.hidden)", timeout=30_000)
+    assert _beside(page, "tp").startswith("tp=3 does not divide the 32 attention heads")
+    assert _beside(page, "num_gpus") == ""
+    page.fill("input[name=tp]", "1")
+    page.click("button[type=submit]")
+    page.wait_for_selector('#result [data-label="verdict"]', timeout=30_000)
+    assert _beside(page, "tp") == ""
+    page.goto(f"{live_server}/?model=llama-3.1-8b&seq_len=0")
+    page.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    assert _beside(page, "seq_len").startswith("seq_len: Input should be greater than or equal")
+    page.close()
+    assert not errors

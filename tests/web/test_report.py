@@ -583,3 +583,23 @@ def test_the_load_sweep_names_its_run_length(serve_report):
         f"simulated load sweep ({SWEEP_REQUESTS:,} requests a point; the run above has "
         f"{doc['simulation']['requests']:,}, so its p99s differ a little at the same load)")
     assert {p["requests"] for p in doc["load_sweep"]} == {SWEEP_REQUESTS}
+
+
+@pytest.mark.parametrize("seconds,text", [(0.2624, "262.4 ms"), (9.9494, "9,949.4 ms"),
+                                          (9.99996, "10.0 s"), (17.938, "17.9 s"), (30.0, "30.0 s"),
+                                          (1234.5, "1,234.5 s"), (None, "-")])
+def test_latencies_of_ten_seconds_and_more_read_in_seconds(seconds, text):
+    """'17,938.0 ms' and 'SLO ≤ 30,000.0 ms' were hard to read."""
+    from infraplan.report.document import ms
+
+    assert ms(seconds) == text
+
+
+@pytest.mark.parametrize("value,text", [(2.694, "$2.69"), (999.994, "$999.99"),
+                                        (9040.12, "$9,040"), (1_577_733.98, "$1,577,734"),
+                                        (None, "-")])
+def test_dollars_from_a_thousand_drop_the_cents(value, text):
+    """'$1,577,733.98' claimed a precision no forecast has."""
+    from infraplan.report.document import usd
+
+    assert usd(value) == text

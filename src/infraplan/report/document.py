@@ -60,11 +60,20 @@ def days(seconds: float | None) -> str:
 
 
 def ms(seconds: float | None) -> str:
-    return "-" if seconds is None or math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
+    """A latency: milliseconds under 10 s ('262.4 ms'), seconds from there ('17.9 s', not
+    '17,938.0 ms')."""
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    if abs(round(seconds * 1e3, 1)) >= 10_000:  # 9.99996 s too: not '10,000.0 ms'
+        return f"{seconds:,.1f} s"
+    return f"{seconds * 1e3:,.1f} ms"
 
 
 def usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    """Dollars: cents under $1,000 ('$2.69'), whole dollars from there ('$1,577,734')."""
+    if value is None:
+        return "-"
+    return f"${value:,.0f}" if abs(value) >= 1000 else f"${value:,.2f}"
 
 
 def scenario_kind(raw: dict, origin: str) -> str:

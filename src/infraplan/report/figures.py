@@ -57,6 +57,23 @@ def _layout(title: str, x_title: str, y_title: str, **extra) -> dict:
     return layout
 
 
+def log_ticks(lo: float, hi: float, most: int = 8) -> dict:
+    """A log axis' ticks at 1, 2 and 5 times a power of ten within [lo, hi], or at the
+    decades alone when those would be more than `most`: left to itself, plotly labels the
+    minor ticks between decades with small single digits ('3 4 5 6 7 8 9'), once per
+    decade. {} (plotly's own ticks) when the range holds fewer than two."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+        return {}
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for steps in ((1, 2, 5), (1,)):
+        values = [float(f"{m}e{k}") for k in decades for m in steps
+                  if lo <= float(f"{m}e{k}") <= hi]
+        if 2 <= len(values) <= most:
+            return {"tickmode": "array", "tickvals": values,
+                    "ticktext": [f"{v:g}" for v in values]}
+    return {}
+
+
 def _plan_label(p) -> str:
     """Hover text of a plan: count, accelerator and its parallel layout."""
     return f"{p.plan.num_gpus} x {p.accelerator}: {p.plan.describe()}"
@@ -156,18 +173,20 @@ def _cdf(values: np.ndarray, points: int = 400) -> tuple[list[float], list[float
 
 def latency_cdf_figure(latencies: dict[str, np.ndarray]) -> dict:
     """Empirical CDFs of TTFT, TPOT and end-to-end latency (serving.metrics.latencies)."""
-    traces = []
+    traces, shown = [], []
     for n, (key, name) in enumerate((("ttft_s", "time to first token"),
                                      ("tpot_s", "time per output token"),
                                      ("e2e_s", "end to end"))):
         x, y = _cdf(latencies[key])
+        shown += [v for v in x if v > 0]
         traces.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y,
                        "line": {"color": COLORS[n], "width": 2},
                        "hovertemplate": name + ": %{x:.4f} s at %{y:.1%}<extra></extra>"})
     return {"data": traces,
             "layout": _layout("Latency CDF", "latency (s, log scale)", "share of requests",
-                              xaxis={"type": "log"}, yaxis={"range": [0, 1.02],
-                                                            "tickformat": ".0%"})}
+                              xaxis={"type": "log", **(log_ticks(min(shown), max(shown))
+                                                       if shown else {})},
+                              yaxis={"range": [0, 1.02], "tickformat": ".0%"})}
 
 
 def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
@@ -204,12 +223,25 @@ def load_sweep_figure(points: Sequence[dict], slo=None) -> dict:
                 "showgrid": False})}
 
 
+def _dollars(value: float) -> str:
+    """A bar's label: whole dollars, cents only under $100."""
+    return f"${value:,.2f}" if abs(value) < 100 else f"${value:,.0f}"
+
+
 def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict:
+    """One bar per line item labelled with its dollars; its basis (a sentence) is in the
+    hover and in the section's "cost line items" table: drawn inside the bar, plotly shrank
+    it to a few pixels."""
     return {"data": [{"type": "bar", "x": [i["item"] for i in items],
-                      "y": [i["usd"] for i in items], "text": [i["basis"] for i in items],
+                      "y": [i["usd"] for i in items],
+                      "text": [_dollars(i["usd"]) for i in items], "textposition": "outside",
+                      "textfont": {"size": 13}, "cliponaxis": False,
+                      "customdata": [i["basis"] for i in items],
                       "marker": {"color": COLORS[0]},
-                      "hovertemplate": "%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"}],
-            "layout": _layout(title, "", "USD", showlegend=False)}
+                      "hovertemplate": "%{x}: %{text}<br>%{customdata}<extra></extra>"}],
+            "layout": _layout(title, "", "USD", showlegend=False,
+                              yaxis={"tickprefix": "$", "rangemode": "tozero"},
+                              margin={"t": 40})}
 
 
 def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
@@ -232,7 +264,8 @@ def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
          "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}],
         "layout": _layout(f"Goodput vs checkpoint interval (MTBF {mtbf_s / 3600:.1f} h)",
                           "checkpoint interval (minutes, log scale)", "goodput",
-                          xaxis={"type": "log"}, yaxis={"tickformat": ".1%"})}
+                          xaxis={"type": "log", **log_ticks(minutes[0], minutes[-1])},
+                          yaxis={"tickformat": ".1%"})}
 
 
 def json_safe(value):

@@ -10,6 +10,7 @@ fragment and draws the same figures.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -47,12 +48,23 @@ dl.items div { background: var(--card); border-radius: 8px; padding: 8px 10px; m
 dl.items dt { font-size: 0.78rem; color: var(--muted); }
 dl.items dd { margin: 2px 0 0; font-weight: 600; overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; -webkit-overflow-scrolling: touch; margin: 0 0 12px;
-  border: 1px solid var(--line); border-radius: 8px; }
+  border: 1px solid var(--line); border-radius: 8px;
+  /* a shadow at an edge with more table past it (phones scroll wide tables) */
+  background: linear-gradient(to right, var(--bg) 30%, rgba(255, 255, 255, 0)) left / 32px
+    100% no-repeat local, linear-gradient(to left, var(--bg) 30%, rgba(255, 255, 255, 0))
+    right / 32px 100% no-repeat local, radial-gradient(farthest-side at 0 50%,
+    rgba(0, 0, 0, 0.2), transparent) left / 12px 100% no-repeat scroll,
+    radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.2), transparent) right / 12px
+    100% no-repeat scroll; }
 table { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
 caption { text-align: left; font-weight: 600; padding: 6px 10px; }
-th, td { padding: 5px 10px; border-top: 1px solid var(--line); text-align: left;
+th, td { padding: 5px 8px; border-top: 1px solid var(--line); text-align: left;
   white-space: nowrap; }
+th.wrap, td.wrap { white-space: normal; min-width: 14em; overflow-wrap: anywhere; }
+th { vertical-align: bottom; }
+th.split { white-space: normal; }
 th { background: var(--card); font-weight: 600; }
+td.empty { color: var(--muted); font-style: italic; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px),
   1fr)); gap: 12px; margin: 0 0 12px; }
@@ -61,6 +73,8 @@ figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 
 figcaption { font-weight: 600; font-size: 0.9rem; padding: 2px 4px 0; }
 .figure { width: 100%; min-height: 320px; min-width: 0; }
 p.para { margin: 4px 0; font-size: 0.9rem; color: var(--muted); overflow-wrap: anywhere; }
+ul.paras { margin: 0 0 6px; padding-left: 22px; font-size: 0.9rem; color: var(--muted);
+  overflow-wrap: anywhere; }
 p.na { color: var(--na); font-style: italic; margin: 4px 0 8px; }
 footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--muted);
   font-size: 0.8rem; }
@@ -68,24 +82,59 @@ footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--mut
   body { font-size: 14px; }
   header.top h1 { font-size: 1.25rem; }
   dl.items { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+  th, td { padding: 4px 7px; }
   .figure { min-height: 300px; }
   figure { padding: 2px; }
 }
 """
 
-# draws every <div data-figure="key"> from the document's figures (report and web page)
+# draws every <div data-figure="key"> from the document's figures (report and web page);
+# a horizontal bar chart's labels wrap ('1 x h100-sxm5-80gb, vllm, weights bf16, KV bf16'
+# on one line left a phone's chart 15% of its width for the bars)
 FIGURE_JS = """
+function infraplanLines(text, width) {
+  var lines = [];
+  String(text).split(' ').forEach(function (word) {
+    var last = lines.length - 1;
+    if (last >= 0 && lines[last].length + 1 + word.length <= width) {
+      lines[last] += ' ' + word;
+    } else { lines.push(word); }
+  });
+  return lines;
+}
+function infraplanWrapBars(el, layout, data) {
+  var bars = data.filter(function (t) { return t.orientation === 'h'; });
+  if (!bars.length) { return; }
+  var width = el.clientWidth < 600 ? 16 : 32;
+  var labels = bars[0].y.map(function (y) { return infraplanLines(y, width); });
+  layout.yaxis = Object.assign({}, layout.yaxis, {tickmode: 'array', tickvals: bars[0].y,
+    ticktext: labels.map(function (l) { return l.join('<br>'); })});
+  if (layout.height) {  // room for the lines past two a bar
+    layout.height += 16 * labels.reduce(function (n, l) {
+      return n + Math.max(0, l.length - 2); }, 0);
+  }
+}
 function infraplanDraw(root, figures) {
   root.querySelectorAll('[data-figure]').forEach(function (el) {
     var f = figures[el.getAttribute('data-figure')];
     if (!f || typeof Plotly === 'undefined') { return; }
     var layout = Object.assign({}, f.layout, {title: {text: ''}});  // the caption shows it
     layout.margin = Object.assign({}, layout.margin, {t: 10});
+    infraplanWrapBars(el, layout, f.data);
     Plotly.newPlot(el, f.data, layout, {responsive: true, displaylogo: false,
       modeBarButtonsToRemove: ['select2d', 'lasso2d']});
   });
 }
 """
+
+
+# the page icon inline (a browser asks for /favicon.ico otherwise: a 404 on the web UI); base64
+# so that the page's text names no http:// address, not even the SVG namespace
+ICON_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" '
+            'height="16" rx="3" fill="#2f6fb0"/><path d="M3 12h2V7H3zm4 0h2V4H7zm4 0h2V9h-2z" '
+            'fill="#fff"/></svg>')
+FAVICON = ('<link rel="icon" href="data:image/svg+xml;base64,'
+           f'{base64.b64encode(ICON_SVG.encode()).decode()}">')
 
 
 @lru_cache(maxsize=1)
@@ -114,20 +163,60 @@ def _looks_numeric(text: str) -> bool:
     return NUMBER.fullmatch(text.strip()) is not None
 
 
+# a text column with a cell longer than this wraps (a plan, a cost's basis), and so does a
+# header longer than SPLIT_CHARS ('time to train'); the rest stays on one line. So a desktop
+# column holds the whole table without scrolling
+WRAP_CHARS = 28
+SPLIT_CHARS = 12
+
+
 def _table(t: dict) -> str:
+    columns = range(len(t["columns"]))
     numeric = [bool(t["rows"]) and all(_looks_numeric(r[i]) or r[i] == "-" for r in t["rows"])
-               for i in range(len(t["columns"]))]
-    head = "".join(f'<th{" class=num" if n else ""} scope="col">{escape(c)}</th>'
-                   for c, n in zip(t["columns"], numeric, strict=True))
-    body = "".join("<tr>" + "".join(f'<td{" class=num" if n else ""}>{escape(c)}</td>'
-                                    for c, n in zip(r, numeric, strict=True)) + "</tr>"
+               for i in columns]
+    kind = ["num" if numeric[i] else "wrap"
+            if any(len(r[i]) > WRAP_CHARS for r in t["rows"]) else "" for i in columns]
+
+    def cls(*names: str) -> str:
+        names = " ".join(n for n in names if n)
+        return f' class="{names}"' if names else ""
+
+    head = "".join(f'<th{cls(k, "split" if len(c) > SPLIT_CHARS else "")} scope="col">'
+                   f"{escape(c)}</th>" for c, k in zip(t["columns"], kind, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{cls(k)}>{escape(c)}</td>"
+                                    for c, k in zip(r, kind, strict=True)) + "</tr>"
                    for r in t["rows"])
+    if not t["rows"]:  # a header over nothing read as a table that failed to load
+        body = f'<tr><td class="empty" colspan="{len(t["columns"])}">none</td></tr>'
     return (f'<div class="table-wrap"><table><caption>{escape(t["title"])}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def _figure_title(figure: dict) -> str:
     return str(figure.get("layout", {}).get("title", {}).get("text", ""))
+
+
+LEAD = re.compile(r"([A-Za-z][A-Za-z ]{0,39}): (.+)", re.DOTALL)  # 'Why other choices lost'
+
+
+def _paragraphs(paragraphs: list[str]) -> list[str]:
+    """Each paragraph as <p>; a run of paragraphs that open with the same short lead ('Why
+    other choices lost: ...', thirty times on a training plan) as that lead once over a
+    list of the rest."""
+    out, n = [], 0
+    while n < len(paragraphs):
+        lead = LEAD.fullmatch(paragraphs[n])
+        run = n + 1
+        while lead and run < len(paragraphs) and paragraphs[run].startswith(lead[1] + ": "):
+            run += 1
+        if run - n > 1:
+            items = "".join(f"<li>{escape(LEAD.fullmatch(p)[2])}</li>"
+                            for p in paragraphs[n:run])
+            out.append(f'<p class="para">{escape(lead[1])}:</p><ul class="paras">{items}</ul>')
+        else:
+            out.append(f'<p class="para">{escape(paragraphs[n])}</p>')
+        n = run
+    return out
 
 
 def render_sections(doc: dict) -> str:
@@ -152,7 +241,7 @@ def render_sections(doc: dict) -> str:
                 f'<figure><figcaption>{escape(_figure_title(doc["figures"][f]))}</figcaption>'
                 f'<div class="figure" id="fig-{escape(f)}" data-figure="{escape(f)}"></div>'
                 "</figure>" for f in shown) + "</div>")
-        out += [f'<p class="para">{escape(p)}</p>' for p in s["paragraphs"]]
+        out += _paragraphs(s["paragraphs"])
         if s["not_applicable"]:
             out.append(f'<p class="na">{escape(s["not_applicable"])}</p>')
         parts.append("".join(out) + "</section>")
@@ -178,6 +267,7 @@ def render_document(doc: dict) -> str:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}: infraplan report</title>
+{FAVICON}
 <style>{CSS}</style>
 <script>{plotly_js()}</script>
 </head><body>
@@ -185,7 +275,8 @@ def render_document(doc: dict) -> str:
 <p>{escape(subtitle)}</p>
 </header>
 <main>{render_sections(doc)}</main>
-<footer>Generated by infraplan. Memory in GiB (2<sup>30</sup> bytes), storage and traffic in GB (10<sup>9</sup> bytes); every figure is the library's.</footer>
+<footer>Generated by infraplan. Memory in GiB (2<sup>30</sup> bytes), storage and traffic in
+GB (10<sup>9</sup> bytes); every figure is the library's.</footer>
 <script type="application/json" id="infraplan-data">{script_json(doc)}</script>
 <script>{FIGURE_JS}
 (function () {{

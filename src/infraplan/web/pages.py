@@ -13,7 +13,7 @@ from typing import get_args
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from infraplan.report.html import CSS, FIGURE_JS, plotly_js
+from infraplan.report.html import CSS, FAVICON, FIGURE_JS, plotly_js
 from infraplan.workloads import GradDtype, OptimizerName, Precision, Recompute
 
 pages = APIRouter(include_in_schema=False)
@@ -46,6 +46,9 @@ button[disabled] { opacity: 0.6; cursor: wait; }
 .notice { color: #6b4e00; background: #fdf7e3; border: 1px solid #eedca0;
   border-radius: 8px; padding: 8px 12px; margin: 8px 0; overflow-wrap: anywhere; }
 .hidden { display: none !important; }
+form.plan label.invalid input, form.plan label.invalid select { border-color: #a12a2a;
+  box-shadow: 0 0 0 1px #a12a2a; }
+.field-error { color: #a12a2a; font-size: 0.78rem; overflow-wrap: anywhere; }
 .hint { font-size: 0.85rem; color: var(--muted); }
 .apply { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
 .apply button { background: #fff; color: var(--accent); border: 1px solid var(--accent);
@@ -92,6 +95,7 @@ def _page(title: str, body: str) -> HTMLResponse:
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)}: infraplan</title>
+{FAVICON}
 <link rel="stylesheet" href="/static/app.css">
 <script src="/static/plotly.min.js"></script>
 <script src="/static/app.js" defer></script>
@@ -181,7 +185,8 @@ def memory() -> HTMLResponse:
 <p class="hint">Memory per accelerator of one training or fine-tuning plan, as
 <code>infraplan memory</code> computes it: weights, gradients, optimizer states, activations
 and overheads at the fullest pipeline rank; when it does not fit, the single changes that
-do. The form lives in the address bar: copy it to share the check.</p></header>
+do. The form lives in the address bar: copy it to share the check (an uploaded
+config.json is named there, not carried).</p></header>
 <form class="plan" data-endpoint="/api/memory">{form}</form>{RESULT}""")
 
 
@@ -268,9 +273,11 @@ def serve() -> HTMLResponse:
         _field("seed", "random seed", "0", typ="int", step="1",
                hint="the same seed draws the same requests"),
         "<fieldset>SLOs (p99)</fieldset>",
-        _field("ttft_p99_s", "time to first token (s)", "1.0", group="slo"),
-        _field("tpot_p99_s", "time per output token (s)", "0.05", group="slo"),
-        _field("e2e_p99_s", "end to end (s)", "", group="slo"),
+        # empty: no such SLO (the placeholder says so; the page asks for other fields)
+        _field("ttft_p99_s", "time to first token (s)", "1.0", group="slo", placeholder="none"),
+        _field("tpot_p99_s", "time per output token (s)", "0.05", group="slo",
+               placeholder="none"),
+        _field("e2e_p99_s", "end to end (s)", "", group="slo", placeholder="none"),
         ACTIONS.format(label="Run")])
     return _page("Serving plan", f"""<header class="top"><h1>Serving plan</h1>
 <p class="hint">Plan: for each accelerator x TP x weight format, the fewest replicas that

@@ -89,6 +89,7 @@
       if (!active(el) || v === '' || (Array.isArray(v) && !v.length)) { return; }
       q.set(el.name, Array.isArray(v) ? v.join(',') : v);
     });
+    if (uploaded) { q.set(UPLOAD_KEY, uploaded.name); }  // names it; cannot carry it
     return q.toString();
   }
   // why a link's value cannot go into `el`, or '' when it can
@@ -126,6 +127,12 @@
       return Object.prototype.hasOwnProperty.call(names, key) ? names[key] : p;
     }).join(',');
   }
+  // a link cannot carry an uploaded file: it names the upload, and the page waits for it
+  var UPLOAD_KEY = 'uploaded';
+  function missingUpload(name) {
+    return 'this link was made with an uploaded config.json (' + name + '), which a link ' +
+      'cannot carry. To fix: upload that config.json, or pick a catalog model';
+  }
   // fills the form from the address bar; says which of the link's values it left out
   function applyQuery() {
     var q = new URLSearchParams(window.location.search);
@@ -133,7 +140,9 @@
     var ignored = [];
     var byName = {};
     fields().forEach(function (el) { byName[el.name] = el; });
+    var upload = modelField && file ? q.get(UPLOAD_KEY) : null;
     q.forEach(function (text, name) {
+      if (upload !== null && name === UPLOAD_KEY) { return; }
       var el = byName[name];
       text = el ? canonical(el, text) : text;
       var why = el ? problem(el, text) : 'not a field of this page';
@@ -145,7 +154,14 @@
       }
     });
     showMode();
-    showNotice(ignored.length ? 'ignored from the link: ' + ignored.join('; ') : '');
+    var notes = ignored.length ? ['ignored from the link: ' + ignored.join('; ')] : [];
+    if (upload !== null) {
+      // nothing runs until the file is back: the catalog default is not the linked model
+      setUpload(null, missingUpload(upload), 'upload ' + upload + ' again');
+      notes.unshift(missingUpload(upload));
+      any = false;
+    }
+    showNotice(notes.join('. '));
     return any;
   }
   function fillCatalogs() {
@@ -172,6 +188,61 @@
   function showError(text) {
     errorBox.textContent = text;
     errorBox.classList.toggle('hidden', !text);
+    if (!text) { unmark(); }
+  }
+  // a message beside the field it is about (the error box, below the form, has them all)
+  function unmark() {
+    form.querySelectorAll('.field-error').forEach(function (n) { n.remove(); });
+    form.querySelectorAll('label.invalid').forEach(function (n) {
+      n.classList.remove('invalid');
+    });
+  }
+  function mark(el, text) {
+    var label = el.closest('label');
+    if (!label) { return; }
+    label.classList.add('invalid');
+    var note = document.createElement('span');
+    note.className = 'field-error';
+    note.textContent = text;
+    label.appendChild(note);
+  }
+  function labelOf(el) {
+    var label = el.closest('label');
+    return label ? label.firstChild.textContent.trim() : el.name;
+  }
+  // the field an API message is about: 'tp=3 ...', 'min_count 64 ...', 'traffic.cv: ...'
+  function markDetail(detail) {
+    var byPath = {};
+    fields().forEach(function (el) {
+      if (!active(el)) { return; }
+      var key = el.getAttribute('data-key') || el.name;
+      var group = el.getAttribute('data-group');
+      byPath[group ? group + '.' + key : key] = el;
+    });
+    detail.split('; ').forEach(function (part) {
+      var m = /^([A-Za-z_][\w.]*)(?::\s*|=|\s)/.exec(part);
+      var el = m && Object.prototype.hasOwnProperty.call(byPath, m[1]) ? byPath[m[1]] : null;
+      if (el && !el.closest('label.invalid')) { mark(el, part); }
+    });
+  }
+  // a field the page shows filled in (a count, a size, a list) that is now empty: the API's
+  // default for it may differ from the one the form showed, so the run is not sent
+  function emptyRequired() {
+    return fields().filter(function (el) {
+      if (!active(el) || el.getAttribute('data-type') === 'skip') { return false; }
+      var v = values(el);
+      if (Array.isArray(v) ? v.length : v !== '') { return false; }
+      return el.multiple || (el.tagName === 'INPUT' && el.defaultValue !== '' &&
+                             !el.placeholder);
+    });
+  }
+  function missingMessage(el) {
+    return el.multiple ? 'none picked; pick at least one'
+      : 'empty; enter a value (the form\'s default is ' + el.defaultValue + ')';
+  }
+  function kib(bytes) {  // as `infraplan model` prints it: 1,280.0 KiB
+    return (bytes / 1024).toLocaleString('en-US', {minimumFractionDigits: 1,
+                                                   maximumFractionDigits: 1}) + ' KiB';
   }
   function showInspect(a) {
     var rows = [['model', a.model + ' (' + a.family + ')'],
@@ -182,8 +253,13 @@
         ' KV heads, head dim ' + a.head_dim],
       ['forward FLOPs per token', (a.forward_flops_per_token / 1e9).toFixed(2) + ' GFLOP'],
       ['training FLOPs per token', (a.training_flops_per_token / 1e9).toFixed(2) + ' GFLOP'],
-      ['KV cache per token (bf16)',
-        (a.kv_cache_bytes_per_token.bf16 / 1024).toFixed(1) + ' KiB']];
+      ['KV cache per token', kib(a.kv_cache_bytes_per_token.bf16) + ' in bf16, ' +
+        kib(a.kv_cache_bytes_per_token.fp8) + ' in fp8']];
+    if (a.sliding_window) {  // past the window only the global layers' cache grows
+      rows.push(['sliding window', a.sliding_window.toLocaleString('en-US') + ' tokens on ' +
+        a.windowed_layers + ' of ' + a.layers + ' layers: past it, a token adds ' +
+        kib(a.kv_cache_bytes_per_token_beyond_window) + ' in bf16']);
+    }
     // what the numbers leave out (a vision tower, a context past the model's)
     a.notes.forEach(function (n) { rows.push(['note', n]); });
     var dl = document.createElement('dl');
@@ -239,10 +315,25 @@
     showError('');
     if (!fromLink) { showNotice(''); }
     if (uploadError) { failed(uploadError); return Promise.resolve(); }
+    var missing = emptyRequired();
+    if (missing.length) {
+      failed(missing.map(function (el) {
+        return labelOf(el) + ' (' + el.name + '): ' + missingMessage(el);
+      }).join('; '));
+      missing.forEach(function (el) { mark(el, missingMessage(el)); });
+      missing[0].focus();
+      return Promise.resolve();
+    }
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
-    if (!uploaded) { history.replaceState(null, '', '?' + query()); }
+    // the address bar is what runs now, so that a copied link shares it
+    history.replaceState(null, '', '?' + query());
+    if (uploaded) {
+      showNotice('the address bar holds this run\'s settings and the name of the uploaded ' +
+        'config.json (' + uploaded.name + '), not the file: whoever opens the link must ' +
+        'upload it too');
+    }
     var button = form.querySelector('button[type=submit]');
     button.disabled = true;
     statusBox.textContent = 'running…';
@@ -255,8 +346,9 @@
       })
       .then(function (answer) {
         if (!answer.ok) {
-          failed(typeof answer.data.detail === 'string' ? answer.data.detail
-            : JSON.stringify(answer.data.detail));
+          var detail = answer.data.detail;
+          failed(typeof detail === 'string' ? detail : JSON.stringify(detail));
+          if (typeof detail === 'string') { markDetail(detail); }
           return;
         }
         if (inspecting) {
@@ -276,7 +368,7 @@
   // the model select names the model a run uses: an upload is an entry of its own, and
   // picking a catalog model drops the upload
   var catalogChoice = '';
-  function setUpload(upload, error) {
+  function setUpload(upload, error, errorLabel) {
     uploaded = upload;
     uploadError = error || '';
     if (!modelField) { return; }
@@ -296,7 +388,8 @@
       mark.setAttribute('data-upload', '');
       modelField.insertBefore(mark, modelField.firstChild);
     }
-    mark.textContent = upload ? 'uploaded: ' + upload.name : 'unusable upload (see the error)';
+    mark.textContent = upload ? 'uploaded: ' + upload.name
+      : errorLabel || 'unusable upload (see the error)';
     mark.selected = true;
   }
   function uploadFailed(text) {
