@@ -13,6 +13,7 @@ from infraplan.models.arch import ModelArch
 from infraplan.models.flops import executed_share_of_model_flops
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
+from infraplan.training.constraints import applied_note
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          check_precision_peak, precisions_of)
 from infraplan.training.memory import model_notes
@@ -119,6 +120,7 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
             costs = scenario.billed_costs()  # once: it looks the storage tiers up
             plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus),
                                        costs) for p in plans]
+    result.notes[:0] = applied_note(scenario.constraints, scenario.objective)
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])

@@ -11,6 +11,7 @@ import numpy as np
 
 from infraplan.catalog.schema import System
 from infraplan.economics.spec import LinearCost
+from infraplan.training.constraints import removed_notes
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
@@ -132,7 +133,9 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
                         rejected=why_rejected(arch, job, best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
-                        search_seconds=elapsed, notes=left_out(evaluated, knobs, arch, job))
+                        search_seconds=elapsed,
+                        notes=removed_notes(evaluated, limits, objective, ranked[0][0])
+                        + left_out(evaluated, knobs, arch, job))
 
 
 def _result(arch, ev, i, job) -> PlanResult:
