@@ -170,3 +170,19 @@ def test_checkpoints_never_default_to_the_nodes_own_disks():
                                "storage": "local-nvme-8x-u2"},
                      costs={"dataset_gb": 80, "dataset_usd_per_gb_month": 0})
     assert free.billed_costs().dataset_tier == "local-nvme-8x-u2"
+
+
+def test_a_price_for_an_accelerator_not_compared_is_named_as_unused():
+    """Audit p-h100-pcie: prices {h100-pcie: 2.5} beside gpus [h100] (the SXM part) was
+    ignored without a word, and the H100 billed at the catalog's offer."""
+    result = plan_training(TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "top": 1, "prices": {"h100-pcie": 2.5, "h100": 3.0},
+        "training": {"tokens": 1e10, "global_batch": 256, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": [16]}}))
+    assert result.notes[0] == (
+        "prices: h100-pcie ($2.5/GPU-h, the catalog's h100-pcie-80gb) is unused: it is not "
+        "among the accelerators compared (h100-sxm5-80gb). To fix: add h100-pcie to "
+        "hardware.gpus to compare it, or key the price by a compared one "
+        "(prices: {h100-sxm5-80gb: 2.5})")
+    assert not any("prices: h100 " in n for n in result.notes)  # the price it used
+    assert result.best[0].economics["usd_per_gpu_hour"] == 3.0

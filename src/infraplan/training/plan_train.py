@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator
 from infraplan.economics.cost import CostInputs
 from infraplan.economics.spec import LinearCost, plan_economics, training_footprint_for
@@ -120,7 +121,8 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
             costs = scenario.billed_costs()  # once: it looks the storage tiers up
             plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus),
                                        costs) for p in plans]
-    result.notes[:0] = applied_note(scenario.constraints, scenario.objective)
+    result.notes[:0] = applied_note(scenario.constraints, scenario.objective) \
+        + unused_price_notes(scenario)
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
@@ -130,6 +132,26 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
         result.notes.append("no cost: an accelerator has no price in the catalog for "
                             f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
     return result
+
+
+def unused_price_notes(scenario: TrainScenario) -> list[str]:
+    """A price keyed by an accelerator the scenario does not compare is used nowhere: say so
+    rather than bill the compared ones at the catalog's offers while the user thinks them
+    priced (prices: {h100-pcie: 2.5} beside gpus: [h100], the SXM part). A note, not an
+    error: a scenario may keep the prices of GPUs it leaves out of one comparison."""
+    catalog = load_catalog()
+    compared = [catalog.accelerators.get(g).name for g in scenario.hardware.gpus]
+    notes = []
+    for key, usd in scenario.prices.items():
+        name = catalog.accelerators.get(key).name
+        if name in compared:
+            continue
+        means = "" if name == key else f", the catalog's {name}"
+        notes.append(f"prices: {key} (${usd:g}/GPU-h{means}) is unused: it is not among the "
+                     f"accelerators compared ({', '.join(compared)}). To fix: add {key} to "
+                     "hardware.gpus to compare it, or key the price by a compared one "
+                     f"(prices: {{{compared[0]}: {usd:g}}})")
+    return notes
 
 
 def causal_notes(arch: ModelArch, seq_len: int, best: list[PlanResult]) -> list[str]:
