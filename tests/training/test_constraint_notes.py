@@ -59,3 +59,28 @@ def test_the_report_shows_every_constraint_and_the_objective():
     texts = {i["label"]: i["text"] for i in workload["items"]}
     assert texts["constraints"] == "deadline_days 60, budget_usd $97,500"
     assert texts["objective"] == "time to train (objective: time)"
+
+
+def test_a_global_batch_that_rules_out_data_parallel_degrees_says_so():
+    """Audit b26: Llama-3.1-8B on 16 H100 with global_batch 250 (2 x 5^3) can run DP 1 or 2
+    only; its best plan is 19% slower than at 256, and 'why other choices lost' named DP=1
+    alone."""
+    scenario = TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "top": 1,
+        "training": {"tokens": 1e11, "global_batch": 250, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": [16]}})
+    result = plan_training(scenario)
+    assert result.best[0].plan.dp == 2
+    at_256 = plan_training(scenario.model_copy(update={"training": scenario.training.model_copy(
+        update={"global_batch": 256})})).best[0]
+    gain = at_256.tokens_per_s / result.best[0].tokens_per_s - 1
+    assert gain == pytest.approx(0.23, abs=0.005)
+    assert result.notes[-1] == (
+        "global_batch 250 rules out DP 4, 8, 16 on 16 GPUs (it must be a multiple of dp x "
+        "micro_batch); 256 or 240 would allow them, and at 256 the best such plan "
+        f"({at_256.plan.describe()}) runs {gain:.0%} faster: set training.global_batch to it "
+        "if the training recipe allows")
+
+
+def test_a_batch_that_allows_every_data_parallel_degree_adds_no_batch_note(fastest):
+    assert not any(n.startswith("global_batch") for n in plan_training(_gemma()).notes)

@@ -14,6 +14,7 @@ from infraplan.models.arch import ModelArch
 from infraplan.models.flops import executed_share_of_model_flops
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
+from infraplan.training.batch_note import batch_note
 from infraplan.training.constraints import applied_note
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          check_precision_peak, precisions_of)
@@ -126,6 +127,10 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
+    if result.best:
+        best = result.best[0]
+        result.notes += batch_note(arch, best, knobs_for(scenario, best.accelerator), job,
+                                   node_for(nodes, best.accelerator, gpus))
     layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
     result.notes += [f"best plan: {layout}"] if layout else []
     if job.tokens and cost is None:
