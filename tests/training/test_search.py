@@ -273,8 +273,14 @@ def test_a_slower_network_never_speeds_a_plan_up():
 def test_nics_without_a_network_is_explained():
     with pytest.raises(InputError, match="nics_per_node needs hardware.network"):
         plan_training(_scenario_70b_32_gpus(nics_per_node=2))
-    with pytest.raises(InputError, match="did you mean"):
-        plan_training(_scenario_70b_32_gpus(network="ethernet-100"))
+    # an unknown network is refused when the scenario is read, naming its field
+    from infraplan.workloads import parse_spec
+
+    raw = _scenario_70b_32_gpus().model_dump(exclude_unset=True)
+    raw["hardware"]["network"] = "ethernet-100"
+    with pytest.raises(InputError, match=r"^s\.yaml: hardware\.network unknown network "
+                                         r"'ethernet-100'; did you mean 'ethernet-100g'"):
+        parse_spec(raw, TrainScenario, "s.yaml")
 
 
 def test_chunked_evaluation_changes_nothing_and_drives_the_progress_bar(monkeypatch):
