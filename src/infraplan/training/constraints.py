@@ -43,7 +43,7 @@ def applied_note(constraints, objective: str) -> list[str]:
     terms = constraint_terms(constraints)
     if not terms and objective == "time":
         return []
-    within = f" within {' and '.join(terms)}" if terms else " (no constraints)"
+    within = f" within {' and '.join(terms)}" if terms else ", no constraints"
     return [f"ranked by {OBJECTIVES[objective]} (objective: {objective}){within}"]
 
 
