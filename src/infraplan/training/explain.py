@@ -106,7 +106,10 @@ def _boundary_crossed(ev: Evaluated, tp: float) -> str | None:
 
 def _knob_value(knob, value):
     if knob == "recompute":
-        return {0.0: "none", 1.0: "selective", 1.5: "partial full", 2.0: "full"}[float(value)]
+        # 1.5: Megatron's --recompute-num-layers, full on some layers and selective on
+        # the rest (recompute_knob: codes between 1 and 2)
+        return {0.0: "none", 1.0: "selective", 1.5: "full on part of the layers",
+                2.0: "full"}[float(value)]
     if knob in ("sp", "tp_overlap", "ep_overlap", "etp"):
         return "on" if value else "off"
     return int(value)
