@@ -105,6 +105,12 @@ def format_bytes(n_bytes: float, *, binary: bool = True) -> str:
     return f"{n_bytes:,.0f} B"
 
 
+def format_figure(x: float) -> str:
+    """A figure of a formula to 6 significant digits, grouped, never in exponent form:
+    33,009.6 and 28,352,146 (':,.6g' printed 2.83521e+07 GPU-h)."""
+    return f"{x:,.0f}" if abs(x) >= 1e5 else f"{x:,.6g}"
+
+
 def format_count(n: float) -> str:
     """Parameter counts the way papers write them: 70.55B, 12.9M."""
     for scale, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:

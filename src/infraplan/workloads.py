@@ -290,6 +290,18 @@ class TrainHardware(_Spec):
 
         return distinct_accelerators(names)  # aliases of one accelerator would plan it twice
 
+    # Catalog names are looked up here, so that a miss names its file and field as the
+    # other checks do ('s.yaml: hardware.system unknown system ...'), not later in the search
+    @field_validator("system", "network")
+    @classmethod
+    def _known_node(cls, name: str | None, info) -> str | None:
+        from infraplan.catalog import load_catalog
+
+        if name is not None:
+            table = {"system": "systems", "network": "networks"}[info.field_name]
+            getattr(load_catalog(), table).get(name)  # UnknownNameError: did you mean
+        return name
+
     @model_validator(mode="after")
     def _counts_or_range(self):
         if self.counts is not None and (given(self, "min_count") or given(self, "max_count")):
@@ -297,6 +309,19 @@ class TrainHardware(_Spec):
                              "win and the range would be ignored)")
         if self.counts is not None and max(self.counts) > MAX_ACCELERATORS:
             raise ValueError(f"counts must be <= {MAX_ACCELERATORS:,} (got {max(self.counts)})")
+        if self.counts is None and self.min_count > self.max_count:
+            raise FieldError("min_count", f"{self.min_count} exceeds max_count {self.max_count}")
+        return self
+
+    @model_validator(mode="after")
+    def _system_holds_the_gpus(self):
+        from infraplan.physics import hardware
+
+        for gpu in self.gpus if self.system is not None else ():
+            try:
+                hardware.cluster(gpu, self.system)
+            except InputError as exc:  # a node type of another accelerator
+                raise FieldError("system", exc.message, fix=exc.fix) from None
         return self
 
 
@@ -313,6 +338,15 @@ class TrainJob(_Spec):
     data_bytes_per_token: float | None = Field(
         default=None, gt=0, description="bytes read per token (default: a 4-byte token id; "
                                         "raw text ~4-6, image-text pairs far more)")
+
+    @field_validator("storage")
+    @classmethod
+    def _known_tier(cls, name: str | None) -> str | None:
+        from infraplan.catalog import load_catalog
+
+        if name is not None:
+            load_catalog().storage.get(name)  # UnknownNameError: did you mean, how to list
+        return name
 
 
 class Pins(_Spec):

@@ -126,3 +126,34 @@ def test_the_report_says_what_folding_won_by():
     lines = [r for r in rejected("mixtral-8x7b") if r.startswith("expert folding")]
     assert len(lines) == 1 and lines[0].startswith("expert folding (ETP < TP)=off: +")
     assert not any("expert folding" in r for r in rejected("llama-3.1-8b"))
+
+
+@pytest.mark.parametrize("pin, message", [
+    ({"etp": 3}, "etp=3 must divide moe_intermediate_size=14336 and tp, and no tp mixtral-8x7b "
+                 "can run (1, 2, 4, 8, 16, 32) is a multiple of it. To fix: use etp in 1, 2, "
+                 "4, 8, 16, 32"),
+    ({"etp": 64}, "no tp mixtral-8x7b can run (1, 2, 4, 8, 16, 32) is a multiple of it. To "
+                  "fix: use etp in 1, 2, 4, 8, 16, 32"),
+    ({"etp": 16, "tp": 8}, "etp=16 must divide moe_intermediate_size=14336 and tp, and the "
+                           "pinned tp=8 is not a multiple of it. To fix: use etp in 1, 2, 4, 8"),
+])
+def test_a_pinned_etp_that_cannot_work_is_offered_only_values_that_can(pin, message):
+    """Audit b55: Mixtral with pin {etp: 3} was told 'use etp in 1, 2, 4, 7, 8, 14, ...' (the
+    divisors of the experts' width); 7 then failed, since etp divides tp and tp the 32
+    heads. etp 64 read 'etp=64 must divide tp=1', a tp nobody pinned."""
+    scenario = TrainScenario.model_validate({
+        "model": "mixtral-8x7b", "pin": pin, "hardware": {"gpus": ["h100"], "counts": [64]},
+        "training": {"tokens": 1e11, "global_batch": 256, "seq_len": 4096}})
+    with pytest.raises(InputError) as error:
+        plan_training(scenario)
+    assert str(error.value).endswith(message)
+    for etp in (1, 2, 4, 8):  # each value offered runs
+        assert plan_training(scenario.model_copy(update={"pin": scenario.pin.model_copy(
+            update={"etp": etp})})).best
+
+
+def test_a_plans_etp_fix_divides_both_its_tp_and_the_experts_width():
+    arch = load_model("mixtral-8x7b")
+    with pytest.raises(PlanError, match=r"etp=3 does not divide moe_intermediate_size=14336 "
+                                        r"of mixtral-8x7b\. To fix: use etp in 1, 2, 4, 8$"):
+        check_plan(arch, ParallelPlan(tp=8, etp=3, ep=8, dp=8), seq_len=4096)

@@ -170,3 +170,41 @@ def test_checkpoints_never_default_to_the_nodes_own_disks():
                                "storage": "local-nvme-8x-u2"},
                      costs={"dataset_gb": 80, "dataset_usd_per_gb_month": 0})
     assert free.billed_costs().dataset_tier == "local-nvme-8x-u2"
+
+
+def test_a_price_for_an_accelerator_not_compared_is_named_as_unused():
+    """Audit p-h100-pcie: prices {h100-pcie: 2.5} beside gpus [h100] (the SXM part) was
+    ignored without a word, and the H100 billed at the catalog's offer."""
+    result = plan_training(TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "top": 1, "prices": {"h100-pcie": 2.5, "h100": 3.0},
+        "training": {"tokens": 1e10, "global_batch": 256, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": [16]}}))
+    assert result.notes[0] == (
+        "prices: h100-pcie ($2.5/GPU-h, the catalog's h100-pcie-80gb) is unused: it is not "
+        "among the accelerators compared (h100-sxm5-80gb). To fix: add h100-pcie to "
+        "hardware.gpus to compare it, or key the price by a compared one "
+        "(prices: {h100-sxm5-80gb: 2.5})")
+    assert not any("prices: h100 " in n for n in result.notes)  # the price it used
+    assert result.best[0].economics["usd_per_gpu_hour"] == 3.0
+
+
+def test_cost_ranking_keeps_the_priced_accelerators_and_names_the_unpriced():
+    """Audit s15: objective cost with gpus [h100, h800] aborted the whole search because
+    the catalog sells no H800; ranking by time showed its cost as '-'."""
+    raw = {"model": "llama-3.1-8b", "top": 2, "objective": "cost",
+           "training": {"tokens": 2e10, "global_batch": 256, "seq_len": 4096},
+           "hardware": {"gpus": ["h100", "h800"], "counts": [16]}}
+    result = plan_training(TrainScenario.model_validate(raw))
+    assert {p.accelerator for p in result.best + result.by_accelerator} == {"h100-sxm5-80gb"}
+    assert "h800-sxm5-80gb is left out of the cost ranking (objective: cost): the catalog has " \
+           "no on_demand offer for it. To fix: give prices: {h800-sxm5-80gb: " \
+           "usd_per_gpu_hour}" in result.notes
+    priced = plan_training(TrainScenario.model_validate({**raw, "prices": {"h800": 2.0}}))
+    assert "h800-sxm5-80gb" in {p.accelerator for p in priced.by_accelerator}
+    with pytest.raises(InputError, match="no on_demand offer for h800-sxm5-80gb"):
+        plan_training(TrainScenario.model_validate({**raw, "hardware": {
+            "gpus": ["h800"], "counts": [16]}}))  # none priced: nothing to rank
+    by_time = plan_training(TrainScenario.model_validate({**raw, "objective": "time"}))
+    assert by_time.notes[-1] == (
+        "no cost: h800-sxm5-80gb has no on_demand price in the catalog, so plans are compared "
+        "in GPU-hours; give prices: {h800-sxm5-80gb: usd_per_gpu_hour}")

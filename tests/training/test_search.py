@@ -273,8 +273,14 @@ def test_a_slower_network_never_speeds_a_plan_up():
 def test_nics_without_a_network_is_explained():
     with pytest.raises(InputError, match="nics_per_node needs hardware.network"):
         plan_training(_scenario_70b_32_gpus(nics_per_node=2))
-    with pytest.raises(InputError, match="did you mean"):
-        plan_training(_scenario_70b_32_gpus(network="ethernet-100"))
+    # an unknown network is refused when the scenario is read, naming its field
+    from infraplan.workloads import parse_spec
+
+    raw = _scenario_70b_32_gpus().model_dump(exclude_unset=True)
+    raw["hardware"]["network"] = "ethernet-100"
+    with pytest.raises(InputError, match=r"^s\.yaml: hardware\.network unknown network "
+                                         r"'ethernet-100'; did you mean 'ethernet-100g'"):
+        parse_spec(raw, TrainScenario, "s.yaml")
 
 
 def test_chunked_evaluation_changes_nothing_and_drives_the_progress_bar(monkeypatch):
@@ -382,3 +388,38 @@ def test_virtual_stages_include_the_counts_that_split_a_stage_evenly():
                   recompute=(0.0,), sequence_parallel=(1,), tp_overlap=(1,))
     best = search(arch, ["h100"], knobs, job, top=1).best[0].plan
     assert (best.pp, best.vp) == (4, 10)
+
+
+def test_the_search_keeps_fitting_plans_compactly_and_answers_as_if_it_kept_all(monkeypatch):
+    """Audit s26 (DeepSeek-V3 on 3 GPU types, 1,024-2,048 GPUs): 27 million plans held as
+    21 float64 columns peaked at 6.3 GB. A search now keeps the plans that fit (int32
+    knobs) and, of the others, the least memory of each knob value: the results, reasons
+    and notes are those of keeping every plan."""
+    from infraplan.training import evaluated, search as search_module
+
+    arch = load_model("llama-3.1-70b")
+    job = TrainingJob(seq_len=4096, global_batch=512, tokens=1e12)
+    knobs = Knobs(gpus=(8, 16))
+    ev, _, count = search_module._evaluate_gpu(arch, "h100", job, knobs, None)
+    fits = int(ev.out["fits"].sum())
+    assert 0 < fits < count and len(ev.out["fits"]) <= fits + 200
+    assert ev.cols["tp"].dtype == np.int32 and ev.out["capacity_bytes"].strides == (0,)
+    compact = search(arch, ["h100", "a100-sxm4-40gb"], knobs, job, top=5)
+
+    def keep_all(cols, out):  # the columns as the search used to keep them
+        return dict(cols), {k: v for k, v in out.items() if k in (
+            *evaluated.KEPT_COLUMNS, "gpus", "capacity_bytes")}
+
+    monkeypatch.setattr(search_module, "kept_rows", keep_all)
+    full = search(arch, ["h100", "a100-sxm4-40gb"], knobs, job, top=5)
+    assert (compact.configs_evaluated, compact.fitting) == (full.configs_evaluated,
+                                                            full.fitting)
+    for got, want in ((compact.best, full.best), (compact.frontier, full.frontier)):
+        assert [(p.accelerator, p.plan, p.step_s) for p in got] == \
+            [(p.accelerator, p.plan, p.step_s) for p in want]
+    assert compact.rejected == full.rejected and compact.notes == full.notes
+    # reasons and notes read from the plans that do not fit: what the compact rows keep
+    assert "ZeRO=1: does not fit (at least 83.4 GiB of 79.6 GiB)" in compact.rejected
+    assert compact.notes == ["a100-sxm4-40gb left out: no plan fits in memory: the smallest "
+                             "(TP=16 PP=1 DP=1 ZeRO-0 mb=1 recompute=full SP) needs 67.0 GiB "
+                             "per accelerator, a100-sxm4-40gb has 40.0 GiB"]

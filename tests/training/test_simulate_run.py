@@ -94,6 +94,24 @@ def test_the_reserved_gpus_alone_must_hold_the_model():
     assert simulate_training_run(scenario(64), plan).reserved_notes == ()
 
 
+def test_the_reserved_pool_tries_a_smaller_micro_batch_before_full_recompute():
+    """Audit s12: gpt-oss-20b on 32 H100 (EP 4, ZeRO-3, mb 4) with 16 reserved: the note
+    said the 16 hold the model 'only with full recompute', but micro-batch 2 fits them
+    without recompute (mb 1: 38.0 GiB, as `infraplan memory` lists)."""
+    scenario = TrainScenario.model_validate({
+        "model": "gpt-oss-20b", "training": {"tokens": 2e11, "global_batch": 256,
+                                             "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": [32]}, "prices": {"h100": 3.0},
+        "run": {"trials": 20, "seed": 7, "reserved": {"gpus": 16, "usd_per_gpu_hour": 2.0}}})
+    plan = plan_training(scenario).best[0]
+    assert plan.describe() == "TP=1 PP=1 DP=32 EP=4 ZeRO-3 mb=4 recompute=none"
+    note = simulate_training_run(scenario, plan).reserved_notes[0]
+    assert note == ("the reserved 16 GPUs alone hold the model only with micro-batch 2 "
+                    "(TP=1 PP=1 DP=16 EP=4 ZeRO-3 mb=2 recompute=none, 54.8 GiB per GPU, the "
+                    "fastest change that fits): the spot-less stretches run at 94% of the "
+                    "16/32 of full speed simulated")
+
+
 def test_simulate_train_cli(tmp_path, capsys):
     import yaml
 

@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.spec_checks import StrictNumbers, describe_errors
-from infraplan.units import GIGA, parse_quantity
+from infraplan.units import GIGA, format_figure, parse_quantity
 
 DAYS_PER_MONTH = 30.44
 SECONDS_PER_DAY = 86_400.0
@@ -188,7 +188,7 @@ def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
     stored = f"{months_stored:.4g} months (30.44-day)"
 
     items = [LineItem(compute_label, gpu_hours * usd_per_gpu_hour,
-                      f"{gpu_hours:,.6g} GPU-h x ${usd_per_gpu_hour:.6g}/GPU-h"
+                      f"{format_figure(gpu_hours)} GPU-h x ${usd_per_gpu_hour:.6g}/GPU-h"
                       + (f" ({price_basis})" if price_basis else ""))]
     if inputs.dataset_gb:
         price = storage_usd_per_gb_month(inputs, "dataset")

@@ -37,6 +37,7 @@ from infraplan.catalog import DATA_DIR, accelerator, load_catalog
 from infraplan.catalog.schema import Row
 from infraplan.catalog.table import Table, load_table
 from infraplan.errors import InputError
+from infraplan.units import format_figure
 
 JOULES_PER_KWH = 3.6e6
 SECONDS_PER_HOUR = 3_600.0
@@ -138,7 +139,8 @@ def estimate_energy(accelerator_name: str, num_gpus: int, duration_s: float, *,
     host = (f" + ceil({num_gpus}/{gpus_per_node}) nodes x {host_w_per_node:,.0f} W host"
             if host_w_per_node else "")
     formula = (f"({num_gpus} x {gpu.tdp_watts:,.0f} W{host}) x {utilization:g} utilization x "
-               f"{duration_s / SECONDS_PER_HOUR:,.6g} h x PUE {pue:g} = {kwh:,.6g} kWh")
+               f"{format_figure(duration_s / SECONDS_PER_HOUR)} h x PUE {pue:g} = "
+               f"{format_figure(kwh)} kWh")
     note, name = "", None
     if g_co2e_per_kwh is None and region is not None:
         row = grid_intensity(region)
@@ -148,6 +150,6 @@ def estimate_energy(accelerator_name: str, num_gpus: int, duration_s: float, *,
     carbon = None
     if g_co2e_per_kwh is not None:
         carbon = carbon_kg(kwh, g_co2e_per_kwh)
-        formula += f"; x {g_co2e_per_kwh:g} g CO2e/kWh = {carbon:,.6g} kg CO2e"
+        formula += f"; x {g_co2e_per_kwh:g} g CO2e/kWh = {format_figure(carbon)} kg CO2e"
     return EnergyEstimate(energy_kwh=kwh, carbon_kg_co2e=carbon, g_co2e_per_kwh=g_co2e_per_kwh,
                           region=name or region, formula=formula, intensity_note=note)

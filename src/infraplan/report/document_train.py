@@ -17,6 +17,7 @@ from infraplan.report.document import days, item, ordered, section, table, usd
 from infraplan.report import run as run_view
 from infraplan.report.run import decimals
 from infraplan.report.training import COMPONENTS, HIDDEN
+from infraplan.training.constraints import OBJECTIVES, constraint_terms
 from infraplan.training.memory import training_memory
 from infraplan.units import GiB, format_count
 
@@ -267,11 +268,11 @@ def training_document(scenario, result, arch=None) -> dict:
         item("accelerators compared", list(scenario.hardware.gpus),
              ", ".join(scenario.hardware.gpus)),
         item("constraints", {"deadline_days": c.deadline_days,
-                             "budget_gpu_hours": c.budget_gpu_hours},
-             ", ".join(x for x in (c.deadline_days and f"deadline {c.deadline_days:g} days",
-                                   c.budget_gpu_hours and
-                                   f"budget {c.budget_gpu_hours:,.0f} GPU-hours") if x)
-             or "none")])
+                             "budget_gpu_hours": c.budget_gpu_hours,
+                             "budget_usd": c.budget_usd},
+             ", ".join(constraint_terms(c)) or "none"),
+        item("objective", scenario.objective,
+             f"{OBJECTIVES[scenario.objective]} (objective: {scenario.objective})")])
     s["Estimate throughput"] = section("DEPLOY", "Estimate throughput", items=[
         item("tokens per second", best.tokens_per_s, f"{best.tokens_per_s:,.0f}"),
         item("step time", best.step_s, f"{best.step_s:,.3f} s"),

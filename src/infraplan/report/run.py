@@ -4,6 +4,7 @@ strategy, the checkpoint plan behind them, and goodput against the checkpoint in
 from __future__ import annotations
 
 from infraplan.report.terminal import table
+from infraplan.report.training import duration_days
 from infraplan.units import format_bytes
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
@@ -11,7 +12,7 @@ LABELS = {"on_demand": "on-demand", "spot": "spot",
 
 
 def _days(seconds: float) -> str:
-    return f"{seconds / 86400:,.1f} d"
+    return duration_days(seconds)
 
 
 def _minutes(seconds: float) -> str:

@@ -19,7 +19,15 @@ HIDDEN = {"tp_comm": "TP comm behind GEMMs", "cp_comm": "ring attention behind a
 
 
 def _days(seconds):
-    return f"{seconds / 86400:,.1f} d" if seconds is not None else "-"
+    return "-" if seconds is None else duration_days(seconds)
+
+
+def duration_days(seconds: float) -> str:
+    """A run's length in days, or under a day in hours ('0.2 d' said little), under an
+    hour in minutes."""
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f} d"
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.1f} min"
 
 
 def _usd(p) -> str:

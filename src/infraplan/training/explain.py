@@ -13,7 +13,7 @@ from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.training.evaluate import AUTO_RECOMPUTE, TrainingJob
-from infraplan.training.evaluated import Evaluated, Limits, breakdown, plan_at
+from infraplan.training.evaluated import Evaluated, Limits, breakdown, knob_column, plan_at
 from infraplan.training.space import Knobs
 from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
@@ -91,14 +91,7 @@ def _also_changed(columns: dict[str, np.ndarray], knob: str, j: int, best: int,
 
 
 def _knob_column(ev: Evaluated, knob: str) -> np.ndarray:
-    """A knob's values per plan; recompute shares collapse to none/selective/partial/full,
-    the experts' TP to whether it is folded below TP."""
-    column = ev.cols[knob]
-    if knob == "recompute":
-        return np.select([column < 1, column == 1, column < 2], [0.0, 1.0, 1.5], 2.0)
-    if knob == "etp":
-        return (column < ev.cols["tp"]).astype(float)
-    return column
+    return knob_column(ev.cols, knob)
 
 
 def _boundary_crossed(ev: Evaluated, tp: float) -> str | None:
@@ -113,7 +106,10 @@ def _boundary_crossed(ev: Evaluated, tp: float) -> str | None:
 
 def _knob_value(knob, value):
     if knob == "recompute":
-        return {0.0: "none", 1.0: "selective", 1.5: "partial full", 2.0: "full"}[float(value)]
+        # 1.5: Megatron's --recompute-num-layers, full on some layers and selective on
+        # the rest (recompute_knob: codes between 1 and 2)
+        return {0.0: "none", 1.0: "selective", 1.5: "full on part of the layers",
+                2.0: "full"}[float(value)]
     if knob in ("sp", "tp_overlap", "ep_overlap", "etp"):
         return "on" if value else "off"
     return int(value)

@@ -88,6 +88,22 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def tp_degrees(arch: ModelArch) -> list[int]:
+    """The TP degrees `arch` can run: divisors of its attention heads that divide its KV
+    heads or are multiples of them (MLA has none), and its dense MLP width."""
+    at, kv = arch.attention, arch.attention.num_kv_heads
+    return [t for t in divisors(at.num_heads)
+            if (at.kind == "mla" or kv % t == 0 or t % kv == 0)
+            and (not arch.num_dense_layers or arch.mlp.intermediate_size % t == 0)]
+
+
+def etp_degrees(arch: ModelArch, tps: list[int]) -> list[int]:
+    """The routed experts' TP degrees that can work with one of `tps`: an etp divides the
+    experts' width and the TP it folds below."""
+    width = arch.moe.expert.intermediate_size
+    return [e for e in divisors(width) if any(t % e == 0 for t in tps)]
+
+
 def _show(values: list[int]) -> str:
     return ", ".join(map(str, values[:16])) + (", ..." if len(values) > 16 else "")
 
@@ -137,8 +153,10 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
                        "moe_intermediate_size", arch.moe.expert.intermediate_size))
     for knob, degree, label, width in widths:
         if width % degree:
+            # an etp must also divide this plan's tp: only values that do are offered
+            fits = etp_degrees(arch, [plan.tp]) if knob == "etp" else divisors(width)
             raise PlanError(f"{knob}={degree} does not divide {label}={width} of {arch.name}",
-                            fix=f"use {knob} in {_show(divisors(width))}")
+                            fix=f"use {knob} in {_show(fits)}")
     if plan.pp > arch.num_layers:
         raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}")
     if plan.vp > 1:
@@ -170,7 +188,7 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
         if arch.moe.num_experts % plan.ep:
             raise PlanError(f"ep={plan.ep} does not divide the {arch.moe.num_experts} experts",
                             fix=f"use ep in {_show(divisors(arch.moe.num_experts))}")
-        _check_expert_grid(plan)
+        _check_expert_grid(arch, plan)
     if plan.ep_comm_overlap:
         _check_ep_overlap(plan)
     if global_batch is None:
@@ -192,7 +210,7 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
     return microbatches
 
 
-def _check_expert_grid(plan: ParallelPlan) -> None:
+def _check_expert_grid(arch: ModelArch, plan: ParallelPlan) -> None:
     """Megatron-Core's expert grid: etp x ep x expert-DP ranks over each pipeline stage's
     tp x cp x dp. With etp = tp (no folding) EP is carved out of DP x CP; a smaller etp
     divides tp, each etp-group taking its share of the TP group's tokens."""
@@ -200,7 +218,7 @@ def _check_expert_grid(plan: ParallelPlan) -> None:
     if etp != plan.tp and plan.tp % etp:
         raise PlanError(f"etp={etp} must divide tp={plan.tp} (each expert-TP group takes "
                         "a share of the TP group's tokens)",
-                        fix=f"use etp in {_show(divisors(plan.tp))}")
+                        fix=f"use etp in {_show(etp_degrees(arch, [plan.tp]))}")
     if etp == plan.tp:
         if (plan.dp * plan.cp) % plan.ep:
             raise PlanError(f"ep={plan.ep} must divide dp*cp = {plan.dp * plan.cp} (experts "

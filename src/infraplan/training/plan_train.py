@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator
 from infraplan.economics.cost import CostInputs
-from infraplan.economics.spec import LinearCost, plan_economics, training_footprint_for
+from infraplan.economics.spec import (LinearCost, plan_economics, price_per_gpu_hour,
+                                      training_footprint_for)
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.models.arch import ModelArch
 from infraplan.models.flops import executed_share_of_model_flops
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import recompute_code
+from infraplan.training.batch_note import batch_note
+from infraplan.training.constraints import applied_note
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          check_precision_peak, precisions_of)
 from infraplan.training.memory import model_notes
@@ -104,10 +108,14 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
     hw = scenario.hardware
     gpus, left_out = _with_precision([hardware.cluster(g, hw.system).gpu for g in hw.gpus],
                                      t.precision)
+    cost, unpriced = _linear_cost(scenario, gpus)
+    if scenario.objective == "cost" or scenario.constraints.budget_usd is not None:
+        gpus = [g for g in gpus if g not in unpriced]  # cost ranks the priced ones only
+        left_out += [f"{g} is left out of the {_cost_use(scenario)}: {why}. To fix: give "
+                     f"prices: {{{g}: usd_per_gpu_hour}}" for g, why in unpriced.items()]
     # one knob set per accelerator type (node sizes differ); counts come from the first
     knobs = knobs_for(scenario, gpus[0])
     deadline = scenario.constraints.deadline_days
-    cost = _linear_cost(scenario, gpus) if job.tokens else None
     nodes = node_types(scenario)
     result = search(arch, gpus, knobs, job, top=scenario.top, system=nodes,
                     deadline_s=None if deadline is None else deadline * SECONDS_PER_DAY,
@@ -119,15 +127,44 @@ def plan_training(scenario: TrainScenario, progress=None, arch: ModelArch | None
             costs = scenario.billed_costs()  # once: it looks the storage tiers up
             plans[:] = [with_economics(p, scenario, node_for(nodes, p.accelerator, gpus),
                                        costs) for p in plans]
+    result.notes[:0] = applied_note(scenario.constraints, scenario.objective) \
+        + unused_price_notes(scenario)
     result.notes += left_out + model_notes(arch, t.seq_len)
     result.notes += node_notes(nodes, result.by_accelerator)
     result.notes += causal_notes(arch, t.seq_len, result.best[:1])
+    if result.best:
+        best = result.best[0]
+        result.notes += batch_note(arch, best, knobs_for(scenario, best.accelerator), job,
+                                   node_for(nodes, best.accelerator, gpus))
     layout = result.best[0].plan.uneven_layout_note(arch.num_layers) if result.best else None
     result.notes += [f"best plan: {layout}"] if layout else []
-    if job.tokens and cost is None:
-        result.notes.append("no cost: an accelerator has no price in the catalog for "
-                            f"{scenario.pricing}; give prices: {{gpu: usd_per_gpu_hour}}")
+    if cost is None:
+        named = ", ".join(unpriced)
+        result.notes.append(f"no cost: {named} {'has' if len(unpriced) == 1 else 'have'} no "
+                            f"{scenario.pricing} price in the catalog, so plans are compared "
+                            f"in GPU-hours; give prices: {{{next(iter(unpriced))}: "
+                            "usd_per_gpu_hour}")
     return result
+
+
+def unused_price_notes(scenario: TrainScenario) -> list[str]:
+    """A price keyed by an accelerator the scenario does not compare is used nowhere: say so
+    rather than bill the compared ones at the catalog's offers while the user thinks them
+    priced (prices: {h100-pcie: 2.5} beside gpus: [h100], the SXM part). A note, not an
+    error: a scenario may keep the prices of GPUs it leaves out of one comparison."""
+    catalog = load_catalog()
+    compared = [catalog.accelerators.get(g).name for g in scenario.hardware.gpus]
+    notes = []
+    for key, usd in scenario.prices.items():
+        name = catalog.accelerators.get(key).name
+        if name in compared:
+            continue
+        means = "" if name == key else f", the catalog's {name}"
+        notes.append(f"prices: {key} (${usd:g}/GPU-h{means}) is unused: it is not among the "
+                     f"accelerators compared ({', '.join(compared)}). To fix: add {key} to "
+                     "hardware.gpus to compare it, or key the price by a compared one "
+                     f"(prices: {{{compared[0]}: {usd:g}}})")
+    return notes
 
 
 def causal_notes(arch: ModelArch, seq_len: int, best: list[PlanResult]) -> list[str]:
@@ -203,16 +240,35 @@ def _with_precision(accelerators: list[Accelerator], precision: str | None
                   "to plan it)" for a in accelerators if a.name not in runs]
 
 
-def _linear_cost(scenario: TrainScenario, gpus: list[str]) -> LinearCost | None:
-    """Cost rates of every accelerator compared; None when one has no price and nothing
-    asks for cost (ranking by time still works without prices)."""
-    try:
-        return LinearCost.build(gpus, prices=scenario.prices, pricing=scenario.pricing,
-                                costs=scenario.billed_costs())
-    except InputError:
-        if scenario.objective == "cost" or scenario.constraints.budget_usd is not None:
-            raise
-        return None
+def _linear_cost(scenario: TrainScenario, gpus: list[str]
+                 ) -> tuple[LinearCost | None, dict[str, str]]:
+    """(cost rates, {accelerator: why it has no price}). The rates cover every accelerator
+    compared, or, when cost ranks or limits the plans (objective: cost, budget_usd), the
+    priced ones (an error when none is); None when one has no price and nothing asks for
+    cost (ranking by time works without prices, and the frontier stays in GPU-hours
+    rather than mix dollars and GPU-hours)."""
+    unpriced, first = {}, None
+    for g in gpus:
+        try:
+            price_per_gpu_hour(g, prices=scenario.prices, pricing=scenario.pricing)
+        except InputError as exc:
+            unpriced[g] = f"the catalog has no {scenario.pricing} offer for it"
+            first = first or exc
+    wanted = scenario.objective == "cost" or scenario.constraints.budget_usd is not None
+    if unpriced and (not wanted or len(unpriced) == len(gpus)):
+        if wanted:
+            raise first
+        return None, unpriced
+    priced = [g for g in gpus if g not in unpriced]
+    return LinearCost.build(priced, prices=scenario.prices, pricing=scenario.pricing,
+                            costs=scenario.billed_costs()), unpriced
+
+
+def _cost_use(scenario: TrainScenario) -> str:
+    """What cost does in the scenario: ranks the plans, limits them, or both."""
+    uses = (["cost ranking (objective: cost)"] * (scenario.objective == "cost")
+            + ["USD budget (budget_usd)"] * (scenario.constraints.budget_usd is not None))
+    return " and ".join(uses)
 
 
 def with_economics(plan: PlanResult, scenario: TrainScenario, node=None,

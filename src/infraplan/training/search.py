@@ -11,12 +11,13 @@ import numpy as np
 
 from infraplan.catalog.schema import System
 from infraplan.economics.spec import LinearCost
+from infraplan.training.constraints import removed_notes
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          evaluate_plan, evaluate_plans)
-from infraplan.training.evaluated import (KEPT_COLUMNS, KNOB_COLUMNS, Evaluated, Limits,
-                                          allowed, objective_of, plan_at, spend_of,
+from infraplan.training.evaluated import (KNOB_COLUMNS, Evaluated, Limits, allowed,
+                                          kept_rows, objective_of, plan_at, spend_of,
                                           tie_breaker)
 from infraplan.training.explain import left_out, nothing_fits, why_rejected
 from infraplan.training.space import Knobs, build_space, why_nothing_runs
@@ -52,21 +53,29 @@ def _evaluate_gpu(arch, gpu, job, knobs, system, tick=None):
     # (every layer) is the same plan as the selective or full one the space also holds:
     # only that one is kept, so a plan is counted once and never fills two top-N slots
     explicit = [c for c in knobs.recompute if c != AUTO_RECOMPUTE]
-    parts = []
+    parts, count = [], 0
     for plans, rows_done in space.chunks():
         if len(plans.tp):
             out = evaluate_plans(arch, gpu, job, plans, system=system)
             keep = ~((plans.recompute == AUTO_RECOMPUTE) & np.isin(out["recompute"], explicit))
             cols = {k: getattr(plans, k)[keep] for k in KNOB_COLUMNS}
             cols["recompute"] = out["recompute"][keep]  # auto resolved to a share of layers
-            parts.append((cols, {k: v[keep] for k, v in out.items() if k in KEPT_COLUMNS}))
+            parts.append(kept_rows(cols, {k: v[keep] for k, v in out.items()}))
+            count += len(cols["tp"])
+            del out, cols, plans  # before the next chunk's: the peak holds one chunk
         if tick:
             tick(len(knobs.gpus) * rows_done // space.outer_rows if space.outer_rows
                  else len(knobs.gpus))
-    cols = {k: np.concatenate([c[k] for c, _ in parts]) for k in KNOB_COLUMNS} if parts \
-        else {k: np.zeros(0) for k in KNOB_COLUMNS}
-    out = {k: np.concatenate([o[k] for _, o in parts]) for k in parts[0][1]} if parts else {}
-    return Evaluated(gpu, system, cols, out), space.candidates, len(cols["tp"])
+    if not parts:
+        return Evaluated(gpu, system, {k: np.zeros(0) for k in KNOB_COLUMNS}, {}), \
+            space.candidates, 0
+    # column by column, each chunk's copy freed as it is joined: the peak is the result
+    # and one column, not twice the result
+    cols = {k: np.concatenate([c.pop(k) for c, _ in parts]) for k in KNOB_COLUMNS}
+    out = {k: np.concatenate([o.pop(k) for _, o in parts]) for k in list(parts[0][1])
+           if k != "capacity_bytes"}
+    out["capacity_bytes"] = np.broadcast_to(parts[0][1]["capacity_bytes"][:1], out["fits"].shape)
+    return Evaluated(gpu, system, cols, out), space.candidates, count
 
 
 def node_for(system, gpu: str, gpus: list[str]):
@@ -132,7 +141,9 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
                         rejected=why_rejected(arch, job, best_ev, best_i),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
-                        search_seconds=elapsed, notes=left_out(evaluated, knobs, arch, job))
+                        search_seconds=elapsed,
+                        notes=removed_notes(evaluated, limits, objective, ranked[0][0])
+                        + left_out(evaluated, knobs, arch, job))
 
 
 def _result(arch, ev, i, job) -> PlanResult:

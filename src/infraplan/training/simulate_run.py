@@ -34,9 +34,9 @@ from infraplan.reliability.checkpoint import (
 )
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
-from infraplan.training.evaluate import PlanResult
+from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
-from infraplan.training.plan_train import plan_training, scenario_job
+from infraplan.training.plan_train import node_types, plan_training, scenario_job
 from infraplan.units import GiB
 
 @dataclass(frozen=True)
@@ -184,9 +184,9 @@ def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int
     """With its spot GPUs gone, reserved_plus_spot trains on the reserved ones alone by
     shrinking data parallelism (montecarlo.py): they must hold whole model replicas (TP x
     PP x CP GPUs each) that split the global batch, with the model's states in memory at
-    the smaller DP, over which ZeRO shards them (more per GPU). Full recompute may make
-    room (a note says the fallback then runs slower than the B / N speed modelled); an
-    error when even that does not fit."""
+    the smaller DP, over which ZeRO shards them (more per GPU). A smaller micro-batch,
+    selective or full recompute may make room: the fastest that fits is named, with its
+    speed against the B / N of full speed modelled; an error when none fits."""
     p = plan.plan
     replica = p.tp * p.pp * p.cp
     unit = math.lcm(replica, per_node)  # whole replicas on whole nodes
@@ -203,26 +203,48 @@ def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int
     job = scenario_job(scenario).on(hardware.cluster(plan.accelerator,
                                                      scenario.hardware.system).gpu)
     shrunk = replace(p, dp=reserved // replica)
-    tries = [shrunk] + ([replace(shrunk, recompute="full", recompute_fraction=1.0)]
-                        if shrunk.recompute_code < 1 else [])
-    for i, candidate in enumerate(tries):
-        try:
-            mem = training_memory(model, plan.accelerator, candidate, job.memory_options(),
-                                  global_batch=job.global_batch)
-        except InputError as exc:
-            raise InputError(f"{what} as {shrunk.describe()}, which cannot run: "
-                             f"{exc.message}", fix=fix) from None
-        if mem.fits:
-            return [] if i == 0 else [
-                f"the reserved {reserved} GPUs alone hold the model only with full recompute "
-                f"({candidate.describe()}, {mem.total_bytes / GiB:.1f} GiB per GPU): the "
-                f"spot-less stretches run slower than the {reserved}/{p.num_gpus} of full "
-                "speed simulated"]
+    try:  # a shrunk plan that cannot run at all (EP no longer divides DP x CP, ...)
+        mem = training_memory(model, plan.accelerator, shrunk, job.memory_options(),
+                              global_batch=job.global_batch)
+    except InputError as exc:
+        raise InputError(f"{what} as {shrunk.describe()}, which cannot run: "
+                         f"{exc.message}", fix=fix) from None
+    if mem.fits:
+        return []
+    nodes = node_types(scenario)
+    system = nodes.get(plan.accelerator) if isinstance(nodes, dict) else nodes
+    fallbacks = [r for r in (evaluate_plan(model, plan.accelerator, job, c, system=system)
+                             for c in _fallbacks(shrunk)) if r.fits]
+    if fallbacks:
+        best = min(fallbacks, key=lambda r: r.step_s)
+        c = best.plan
+        took = [f"{c.recompute} recompute"] * (c.recompute_code != p.recompute_code) \
+            + [f"micro-batch {c.micro_batch}"] * (c.micro_batch != p.micro_batch)
+        pace = best.tokens_per_s / (plan.tokens_per_s * reserved / p.num_gpus)
+        return [f"the reserved {reserved} GPUs alone hold the model only with "
+                f"{' and '.join(took)} ({c.describe()}, {best.memory_bytes / GiB:.1f} GiB per "
+                f"GPU, the fastest change that fits): the spot-less stretches run at "
+                f"{pace:.0%} of the {reserved}/{p.num_gpus} of full speed simulated"]
     sharding = (f"; ZeRO-{p.zero} shards the states over DP={shrunk.dp} instead of {p.dp}"
                 if p.zero else "")
-    raise InputError(f"{what} as {tries[-1].describe()}, which needs "
+    smallest = replace(shrunk, micro_batch=1, recompute="full", recompute_fraction=1.0)
+    mem = training_memory(model, plan.accelerator, smallest, job.memory_options(),
+                          global_batch=job.global_batch)
+    raise InputError(f"{what} as {smallest.describe()}, which needs "
                      f"{mem.total_bytes / GiB:.1f} GiB per GPU against "
                      f"{mem.capacity_bytes / GiB:.1f} GiB{sharding}", fix=fix)
+
+
+def _fallbacks(shrunk):
+    """What the reserved GPUs may change to hold the shrunk plan, cheapest kinds first: a
+    smaller micro-batch (a divisor of the plan's, so the global batch still splits),
+    selective then full recompute, and both."""
+    mbs = [m for m in range(shrunk.micro_batch, 0, -1) if shrunk.micro_batch % m == 0]
+    kinds = [k for k in ("none", "selective", "full")
+             if ("none", "selective", "full").index(k) >= min(shrunk.recompute_code, 2)]
+    tries = [replace(shrunk, micro_batch=m, recompute=k, recompute_fraction=1.0)
+             for k in kinds for m in mbs]
+    return [t for t in tries if t != shrunk]
 
 
 def _prices(scenario, gpu: str, n: int, per_node: int):

@@ -14,7 +14,8 @@ import numpy as np
 from infraplan.models.arch import ModelArch
 from infraplan.training.evaluate import plan_arrays
 from infraplan.training.layer_time import PlanArrays
-from infraplan.training.plan import ParallelPlan, PlanError, check_plan
+from infraplan.training.plan import (ParallelPlan, PlanError, check_plan, etp_degrees,
+                                     tp_degrees)
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 VIRTUAL_STAGES = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -230,6 +231,19 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
     that rules everything out, else the rule that the combinations break."""
     pinned = {k: v[0] for k, v in vars(knobs).items()
               if k != "gpus" and v is not None and len(v) == 1}
+    etp = int(pinned.get("etp", 0))  # 0: etp = tp
+    if arch.is_moe and etp:
+        # an etp must divide the experts' width and the tp it folds below: name the values
+        # that can work with the pinned tp, else with some tp the model runs
+        tps = [int(pinned["tp"])] if "tp" in pinned else tp_degrees(arch)
+        if etp not in etp_degrees(arch, tps):
+            which = (f"the pinned tp={tps[0]} is not" if "tp" in pinned else
+                     f"no tp {arch.name} can run ({', '.join(map(str, tps))}) is")
+            return (f"etp={etp} must divide moe_intermediate_size="
+                    f"{arch.moe.expert.intermediate_size} and tp, and {which} a multiple of "
+                    f"it. To fix: use etp in {', '.join(map(str, etp_degrees(arch, tps)))}")
+        if "tp" not in pinned:  # probe with the smallest tp the etp folds below
+            pinned["tp"] = min(t for t in tps if t % etp == 0)
     # what a pinned degree breaks on its own, whatever the GPU count: check_plan's rules on
     # a plan of the pinned degrees and 1 elsewhere (dp = ep so that EP may shard over DP)
     probe = ParallelPlan(**{k: int(pinned.get(k, 1)) for k in ("tp", "pp", "cp", "ep")},
