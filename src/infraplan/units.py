@@ -8,6 +8,8 @@ Conversions happen here, once, at the edges (catalog files, CLI flags, reports).
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from infraplan.errors import InputError
@@ -109,6 +111,14 @@ def format_figure(x: float) -> str:
     """A figure of a formula to 6 significant digits, grouped, never in exponent form:
     33,009.6 and 28,352,146 (':,.6g' printed 2.83521e+07 GPU-h)."""
     return f"{x:,.0f}" if abs(x) >= 1e5 else f"{x:,.6g}"
+
+
+def three_figures(x: float) -> str:
+    """`x` to 3 significant digits, grouped, never in exponent form: 50,000 (':.3g' printed
+    5e+04), 12,300, 0.146."""
+    if not math.isfinite(x) or abs(x) < 1000:
+        return f"{x:.3g}"
+    return f"{float(f'{x:.3g}'):,.0f}"
 
 
 def format_count(n: float) -> str:

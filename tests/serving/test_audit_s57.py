@@ -226,3 +226,14 @@ def test_a_big_search_skips_what_cannot_rank_and_finds_the_same_cheapest(monkeyp
     assert not full.not_simulated and full.simulations > bounded.simulations
     assert [(c.describe(), c.usd_per_hour) for c in full.ranked[:listed]] == \
         [(c.describe(), c.usd_per_hour) for c in bounded.ranked]
+
+
+def test_large_figures_read_without_exponents():
+    """'p99 end-to-end 9.2e+03 ms > 200 ms' and 'poisson, 5e+04 requests/s' on the web page."""
+    from infraplan.serving.provision import _beyond
+    from infraplan.units import three_figures
+
+    assert _beyond(9.2, 0.2) == "9,200 ms > 200 ms"
+    assert _beyond(0.01004, 0.01) == "10.04 ms > 10 ms"
+    assert (three_figures(50_000), three_figures(12_345), three_figures(0.146)) == \
+        ("50,000", "12,300", "0.146")

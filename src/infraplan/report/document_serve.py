@@ -27,6 +27,7 @@ from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 from infraplan.serving.window import simulate_steady
 from infraplan.serving.window import stationary_stream as stream_at
+from infraplan.units import three_figures
 
 SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
 # where the capacity is far above the planning rate, the sweep goes on to these shares of it:
@@ -115,8 +116,9 @@ def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
     """The sweep's highest load that met the SLOs, saying when the sweep ended before
     the SLOs broke or broke them at its lowest."""
     if not ok:
-        return f"none swept: missed at {points[0]['rate_per_s']:,.3g} requests/s, the lowest"
-    text = f"{ok[-1]['rate_per_s']:,.3g} requests/s"
+        return (f"none swept: missed at {three_figures(points[0]['rate_per_s'])} "
+                "requests/s, the lowest")
+    text = f"{three_figures(ok[-1]['rate_per_s'])} requests/s"
     return text + " or more (the highest swept)" if ok[-1] is points[-1] else text
 
 
@@ -149,7 +151,7 @@ def _share(point: dict, whole: bool = False) -> str:
     if f < 2:
         return f"{f:.0%}" + " of the planning rate" * whole
     return f"{f:.2g}x" + " the planning rate" * whole + \
-        f" ({point['rate_per_s']:,.3g} requests/s)"
+        f" ({three_figures(point['rate_per_s'])} requests/s)"
 
 
 def _describe(dep) -> str:
@@ -224,7 +226,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         s["Scale"] = section("SCALE", "Scale", items=[
             item("deployment", dep.model_dump(), _describe(dep)),
             item("accelerators", dep.num_gpus, f"{dep.num_gpus:,} x {gpu}"),
-            item("planning rate", rate, "-" if rate is None else f"{rate:,.3g} requests/s"),
+            item("planning rate", rate,
+                 "-" if rate is None else f"{three_figures(rate)} requests/s"),
             item("requests simulated", summary["requests"], f"{summary['requests']:,}" + (
                 f": {summary['completed']:,} completed, {summary['dropped']:,} dropped "
                 f"({dropped_reasons(summary)})" if summary["dropped"] else ""))],
@@ -325,7 +328,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
     s["Define workload"] = section("DEPLOY", "Define workload", items=[
         item("model", scenario.model, scenario.model),
         item("arrivals", tr.arrival.kind, tr.arrival.kind + (
-            f", {tr.arrival.rate_per_s:,.3g} requests/s" if tr.arrival.rate_per_s else "")),
+            f", {three_figures(tr.arrival.rate_per_s)} requests/s"
+            if tr.arrival.rate_per_s else "")),
         item("requests", tr.num_requests, "-" if tr.num_requests is None
              else f"{tr.num_requests:,}"),
         item("prompt length", None, _length(tr.input)),

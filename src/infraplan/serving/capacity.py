@@ -11,6 +11,7 @@ from infraplan.serving.deployment import ResolvedReplica
 from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests
+from infraplan.units import three_figures
 
 # The saturated run holds this many engine batches of requests, so that most completions
 # happen while a queue still waits (a full batch) rather than while the last batch drains.
@@ -88,9 +89,9 @@ def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: in
     rated = math.isfinite(offered_per_s) and capacity > 0
     accepted_per_s = offered_per_s * accepted_share
     share = accepted_per_s / capacity if rated else None
-    text = f"{capacity:,.3g} requests/s when saturated"
+    text = f"{three_figures(capacity)} requests/s when saturated"
     if share is not None:
-        asked = f"{what} {offered_per_s:,.3g} requests/s"
+        asked = f"{what} {three_figures(offered_per_s)} requests/s"
         if accepted_share < 1:  # of which only the ones it holds load it
             asked += (f", of which it takes {accepted_share:.1%} ({accepted_per_s:,.3g} "
                       "requests/s; it refuses the rest),")

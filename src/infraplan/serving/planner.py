@@ -27,6 +27,7 @@ from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.traffic import generate, mean_rate_per_s
 from infraplan.serving.window import fewest_settling, stationary_stream
+from infraplan.units import three_figures
 
 
 @dataclass
@@ -218,7 +219,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         cand.economics = scenario.monthly_economics(cand.deployment)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
-    notes = [f"planned for {rate:.3g} requests/s", *scenario.slo.unit_notes(),
+    notes = [f"planned for {three_figures(rate)} requests/s", *scenario.slo.unit_notes(),
              *stored_note, *uncounted_notes(arch)]
     if fp16_gpus:
         notes.append(f"{' and '.join(fp16_gpus)} {'have' if len(fp16_gpus) > 1 else 'has'} "
@@ -230,7 +231,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.traffic.arrival.kind == "diurnal" and ranked:
         mean = mean_rate_per_s(scenario.traffic)
         best = ranked[0].deployment.replicas
-        notes.append(f"the diurnal mean is {mean:.3g} requests/s: about "
+        notes.append(f"the diurnal mean is {three_figures(mean)} requests/s: about "
                      f"{max(1, math.ceil(best * mean / rate))} of the cheapest's {best} "
                      "replicas suffice off-peak (autoscale)")
     plan = ServePlan(rate_per_s=rate, best=ranked[0] if ranked else None, ranked=ranked,

@@ -22,6 +22,7 @@ from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.traffic import mean_rate_per_s
 from infraplan.serving.window import (MAX_WINDOW_REQUESTS, P99_SHARE, SETTLE_WORDS, SLO_KEYS,
                                       fewest_settling, simulate_steady, slo_confidence)
+from infraplan.units import three_figures
 
 if TYPE_CHECKING:
     from infraplan.serving.planner import Candidate
@@ -95,12 +96,16 @@ def _within(value_s: float, limit_s: float) -> str:
 
 def _beyond(value_s: float, limit_s: float) -> str:
     """'12.34 ms > 12 ms': the value with the digits that tell it from the limit (rounded
-    to 3 figures, 10.04 ms read '0.01 s > 0.01 s'); inf (nothing completed) as is."""
+    to 3 figures, 10.04 ms read '0.01 s > 0.01 s'); from 1,000 in grouped digits (9,200 ms,
+    not 9.2e+03 ms); inf (nothing completed) as is."""
     scale, unit = (1e3, "ms") if limit_s < 1 else (1.0, "s")
+    value = value_s * scale
+    if math.isfinite(value) and value >= 1000:  # far past the limit: grouped, no exponent
+        return f"{value:,.0f} {unit} > {limit_s * scale:g} {unit}"
     digits = 3
-    while digits < 9 and f"{value_s * scale:.{digits}g}" == f"{limit_s * scale:.{digits}g}":
+    while digits < 9 and f"{value:.{digits}g}" == f"{limit_s * scale:.{digits}g}":
         digits += 1
-    return f"{value_s * scale:.{digits}g} {unit} > {limit_s * scale:g} {unit}"
+    return f"{value:.{digits}g} {unit} > {limit_s * scale:g} {unit}"
 
 
 def per_replica_summary(scenario, resolved: ResolvedReplica, rate: float, replicas: int,
@@ -150,7 +155,8 @@ def fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir
         return None, None, 0, "completes no request (see simulate serve)"
     need = fewest_settling(rate, capacity)
     if need > max_replicas:
-        return None, None, 0, (f"needs {need} replicas to keep up with {rate:.3g} requests/s "
+        return None, None, 0, (f"needs {need} replicas to keep up with "
+                               f"{three_figures(rate)} requests/s "
                                f"(one completes at most {capacity:.3g}/s; {SETTLE_WORDS}), "
                                f"over max_replicas {max_replicas}")
     count, summaries = 0, {}
