@@ -237,3 +237,4 @@ def test_large_figures_read_without_exponents():
     assert _beyond(0.01004, 0.01) == "10.04 ms > 10 ms"
     assert (three_figures(50_000), three_figures(12_345), three_figures(0.146)) == \
         ("50,000", "12,300", "0.146")
+

@@ -603,3 +603,24 @@ def test_dollars_from_a_thousand_drop_the_cents(value, text):
     from infraplan.report.document import usd
 
     assert usd(value) == text
+
+
+@pytest.mark.parametrize("name", ["memory-llama-3.1-8b-qlora.yaml",
+                                  "memory-llama-3.1-70b-fsdp-sft.yaml",
+                                  "memory-mixtral-8x7b-pretrain.yaml",
+                                  "memory-gpt3-175b-megatron.yaml"])
+def test_the_memory_headroom_is_the_difference_of_the_figures_shown(name):
+    """'61.0 GiB of 79.6 GiB' beside '18.7 GiB to spare' (the exact headroom, rounded)."""
+    import re
+    from pathlib import Path
+
+    from infraplan.report.document_memory import memory_document
+    from infraplan.training.fit_check import fit_check
+    from infraplan.workloads import load_scenario
+
+    path = Path(__file__).parents[2] / "examples" / name
+    doc = memory_document(fit_check(load_scenario(path)))
+    items = {i["label"]: i["text"] for s in doc["sections"] for i in s["items"]}
+    used, capacity = map(float, re.findall(r"([\d.]+) GiB", items["memory per accelerator"]))
+    spare = float(re.match(r"([\d.]+) GiB", items["headroom"]).group(1))
+    assert spare == pytest.approx(abs(capacity - used), abs=1e-9)

@@ -82,8 +82,10 @@ def memory_document(check, *, phrase: Callable[[str], str] = in_form_terms, titl
                if v > 0)]
     rows = [[name, f"{v / GiB:,.2f}", f"{v / capacity:.1%}"] for name, v in parts]
     rows.append(["total", f"{r.total_bytes / GiB:,.2f}", f"{r.total_bytes / capacity:.1%}"])
-    spare = (f"{_gib(r.headroom_bytes)} to spare" if r.fits
-             else f"{_gib(-r.headroom_bytes)} over")
+    # the difference of the two figures as shown, so that the page's arithmetic adds up
+    # (61.0 of 79.6 GiB read '18.7 GiB to spare')
+    shown = round(capacity / GiB, 1) - round(r.total_bytes / GiB, 1)
+    spare = (f"{abs(shown):,.1f} GiB to spare" if r.fits else f"{abs(shown):,.1f} GiB over")
     fit = section("Memory", "Will it fit?", items=[
         item("verdict", r.fits, "fits" if r.fits else "DOES NOT FIT"),
         item("memory per accelerator", r.total_bytes,
