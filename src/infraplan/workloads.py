@@ -190,7 +190,21 @@ def scenario_from(raw: Any, path: Path, model: type[_Spec] = MemoryScenario,
         local = path.parent / raw["model"]
         if on_disk(local):
             raw["model"] = str(local)
-    return parse_spec(raw, model, path.name)
+    spec = parse_spec(raw, model, path.name)
+    _check_model(spec.model, path)
+    return spec
+
+
+def _check_model(name: str, path: Path) -> None:
+    """The scenario's model, looked up when the file is read so that a miss names the file
+    and the field as every other key's does (it surfaced when planning, as a bare 'unknown
+    model')."""
+    from infraplan.models import load_model  # the catalog's models: loaded on first use
+
+    try:
+        load_model(name, base_dir=path.parent)
+    except InputError as exc:
+        raise InputError(f"{path.name}: model: {exc.message}", fix=exc.fix) from None
 
 
 DROP = object()  # an override that removes the file's key (see fit_check.memory_overrides)

@@ -238,3 +238,17 @@ def test_large_figures_read_without_exponents():
     assert (three_figures(50_000), three_figures(12_345), three_figures(0.146)) == \
         ("50,000", "12,300", "0.146")
 
+
+
+@pytest.mark.parametrize("command, raw", [
+    (("simulate", "serve"), dict(SCENARIO, model="llama-4-scout")),
+    (("plan", "train"), {"model": "llama-4-scout",
+                         "training": {"tokens": 1e9, "global_batch": 64, "seq_len": 2048},
+                         "hardware": {"gpus": ["h100"], "counts": [8]}}),
+])
+def test_an_unknown_model_names_the_file_and_field(tmp_path, capsys, command, raw):
+    """The one key whose error read 'unknown model ...' without 'scenario.yaml: model'."""
+    code, _, err = _run(tmp_path, capsys, raw, *command)
+    assert code == 2
+    assert err.startswith("error: scenario.yaml: model: unknown model 'llama-4-scout'; did "
+                          "you mean")
