@@ -252,3 +252,16 @@ def test_an_unknown_model_names_the_file_and_field(tmp_path, capsys, command, ra
     assert code == 2
     assert err.startswith("error: scenario.yaml: model: unknown model 'llama-4-scout'; did "
                           "you mean")
+
+
+def test_speculative_decoding_counts_its_verify_iterations_as_steps():
+    """300 tokens at acceptance 0.5 and 4 drafted tokens reported 300 engine steps: the
+    simulator steps a token at a time; the engine iterates (1 - 0.5^5) / 0.5 = 1.94 tokens a
+    step, about 155 times (one prefill, then 299 decoded tokens over 1.9375)."""
+    spec = {"method": "ngram", "num_tokens": 4, "acceptance_rate": 0.5}
+    one = Requests(arrival_s=[0.0], input_tokens=[500], output_tokens=[300])
+    plain = summarize(simulate(Deployment(model="llama-3.1-8b", gpu="h100"), one))
+    fast = summarize(simulate(Deployment(model="llama-3.1-8b", gpu="h100",
+                                         speculative=spec), one))
+    assert plain["steps"] == 300
+    assert fast["steps"] == 1 + round(299 / 1.9375) == 155

@@ -72,6 +72,7 @@ class Replica:
         self.used = 0  # KV blocks in use
         self.reserved: dict[int, int] = {}  # reserve policy: blocks held per request
         self.steps = 0
+        self.decode_steps = 0  # of them, decode steps (one a token under speculation)
         self.busy_s = 0.0
         self.block_seconds = 0.0  # integral of blocks in use over time
         self.peak_used = 0
@@ -313,6 +314,7 @@ class Replica:
             self.used += self._new_blocks(k)
         self._advance_clock(k * floor if host_bound
                             else k * a + b * (k * c + n * k * (k - 1) / 2.0), steps=k)
+        self.decode_steps += k
         self.g += k
         self.ctx += n * k
         if heap[0][0] <= self.g:

@@ -161,7 +161,7 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
                      "peak_utilization": float(res.peak_blocks.max() / res.engine_kv_blocks)},
         # an engine's step keeps one of its replica's pp stages busy at a time
         "gpu_busy_fraction": float(res.busy_s.sum() / (engines * makespan)),
-        "steps": res.steps, "num_gpus": gpus,
+        "steps": engine_steps(res), "num_gpus": gpus,
         "simulated_requests_per_wall_s": len(req) / max(res.wall_s, 1e-9),
     }
     if res.timeline["t_s"].size:
@@ -184,6 +184,16 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
                * 1e6 if rates[f"{kind}_tokens_per_s"] > 0 else float("inf")
                for kind in ("output", "total")}}
     return summary
+
+
+def engine_steps(res: SimResult) -> int:
+    """The engines' iterations. Under speculative decoding the simulator steps one
+    generated token at a time, at the iteration's time over the tokens it yields
+    (step_time.Speculation): its decode iterations are those steps over tokens_per_step."""
+    spec = res.replica.step.speculation
+    if spec is None:
+        return res.steps
+    return round(res.steps - res.decode_steps + res.decode_steps / spec.tokens_per_step)
 
 
 def dropped_reasons(summary: dict) -> str:

@@ -38,6 +38,7 @@ class SimResult:
     timeline: dict[str, np.ndarray] = field(default_factory=dict)
     wall_s: float = 0.0
     engine_kv_blocks: int = 0  # the cache blocks one engine holds (a replica's / pp)
+    decode_steps: int = 0  # of `steps`, decode steps: one a generated token under speculation
 
     __repr__ = compact_repr
 
@@ -93,6 +94,7 @@ def simulate(dep: Deployment, requests: Requests, *, base_dir: Path | None = Non
                      first_token_s=np.array(book.first_token_s), finish_s=finish,
                      preemptions=np.array(book.preemptions), dropped=book.dropped,
                      replica_of=replica_of, steps=sum(e.steps for e in engines),
+                     decode_steps=sum(e.decode_steps for e in engines),
                      busy_s=np.array([e.busy_s for e in engines]),
                      block_seconds=np.array([e.block_seconds for e in engines]),
                      peak_blocks=np.array([e.peak_used for e in engines]),
@@ -151,6 +153,7 @@ class _StaticEngine:
 
     def __init__(self):
         self.steps, self.busy_s, self.block_seconds, self.peak_used = 0, 0.0, 0.0, 0
+        self.decode_steps = 0
         self.waiting_seconds, self.peak_waiting = 0.0, 0
         self.timeline: list[tuple[float, float, int, int, float]] = []
 
@@ -200,6 +203,7 @@ def _static_batch(r: ResolvedReplica, requests: Requests, book: RequestBook,
     out.peak_used = max(out.peak_used, blocks)
     out.busy_s += prefill + total
     out.steps += 1 + steps
+    out.decode_steps += steps
     # the batch's requests waited from their arrival to its start
     out.waiting_seconds += float(np.sum(start - requests.arrival_s[lo:hi]))
     out.timeline.append((first + total, out.waiting_seconds, n, blocks, out.block_seconds))
