@@ -1,13 +1,14 @@
 """Serving defects a first-time user found (audit of 2026-11-25): refused requests counted as
-meeting the SLOs, pipeline stages missing from the deployment's label, and engines run where
-they do not run. Each test failed before its fix."""
+meeting the SLOs, pipeline stages missing from the deployment's label, engines run where
+they do not run, a --json timeline of unlabelled replica samples, a big search simulating
+every configuration, SLOs in milliseconds taken as seconds, exponents in the text and
+speculative decoding's steps counted per token. Each test failed before its fix."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import yaml
 
 from infraplan.cli import main
 from infraplan.errors import InputError
@@ -18,20 +19,12 @@ from infraplan.serving.planner import plan_serving
 from infraplan.serving.scenario import ServeScenario
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests
+from tests.serving.test_scenario_checks import _run
 
 # gpt2's context is 1,024 tokens: the 5,000-token prompts are refused, the 500-token ones run
 MIXED = Requests(arrival_s=[0.0, 0.1, 0.2, 0.3], input_tokens=[500, 5000, 500, 5000],
                  output_tokens=[20, 20, 20, 20])
 GPT2 = Deployment(model="gpt2", gpu="h100")
-
-
-def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    code = main([*command, str(path)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def test_refused_requests_miss_every_slo():

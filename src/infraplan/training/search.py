@@ -11,9 +11,9 @@ import numpy as np
 
 from infraplan.catalog.schema import System
 from infraplan.economics.spec import LinearCost
-from infraplan.training.constraints import removed_notes
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
+from infraplan.training.constraints import removed_notes
 from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob,
                                          evaluate_plan, evaluate_plans)
 from infraplan.training.evaluated import (KNOB_COLUMNS, Evaluated, Limits, allowed,
