@@ -93,7 +93,7 @@ def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: in
     if share is not None:
         asked = f"{what} {three_figures(offered_per_s)} requests/s"
         if accepted_share < 1:  # of which only the ones it holds load it
-            asked += (f", of which it takes {accepted_share:.1%} ({accepted_per_s:,.3g} "
+            asked += (f", of which it takes {accepted_share:.1%} ({three_figures(accepted_per_s)} "
                       "requests/s; it refuses the rest),")
         part = f"{share:.0%}" if share >= 0.005 else "under 1%"
         text += (f"; {asked} is {part} of it"

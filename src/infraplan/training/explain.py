@@ -41,7 +41,7 @@ def why_rejected(arch, job, ev: Evaluated, best: int, limit: int = 4) -> list[st
     same_count = out["gpus"] == out["gpus"][best]
     reasons: list[str] = []
     pending = []  # (position in reasons, knob, shown value, plan index, slowdown)
-    columns = {knob: _knob_column(ev, knob) for knob in KNOB_LABELS}
+    columns = {knob: knob_column(ev.cols, knob) for knob in KNOB_LABELS}
     for knob, label in KNOB_LABELS.items():
         column = columns[knob]
         others = [v for v in np.unique(column) if v != column[best]]
@@ -88,10 +88,6 @@ def _also_changed(columns: dict[str, np.ndarray], knob: str, j: int, best: int,
         return ""
     more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
     return f"; with {', '.join(changed[:limit])}{more}"
-
-
-def _knob_column(ev: Evaluated, knob: str) -> np.ndarray:
-    return knob_column(ev.cols, knob)
 
 
 def _boundary_crossed(ev: Evaluated, tp: float) -> str | None:

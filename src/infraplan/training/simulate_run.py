@@ -37,6 +37,7 @@ from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simul
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
 from infraplan.training.plan_train import node_types, plan_training, scenario_job
+from infraplan.training.search import node_for
 from infraplan.units import GiB
 
 @dataclass(frozen=True)
@@ -211,8 +212,7 @@ def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int
                          f"{exc.message}", fix=fix) from None
     if mem.fits:
         return []
-    nodes = node_types(scenario)
-    system = nodes.get(plan.accelerator) if isinstance(nodes, dict) else nodes
+    system = node_for(node_types(scenario), plan.accelerator, scenario.hardware.gpus)
     fallbacks = [r for r in (evaluate_plan(model, plan.accelerator, job, c, system=system)
                              for c in _fallbacks(shrunk)) if r.fits]
     if fallbacks:
