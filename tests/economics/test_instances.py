@@ -30,9 +30,9 @@ def test_billed_gpus_are_whole_instances(footprint, instance_gpus, billed):
     assert footprint.billed_gpus(instance_gpus) == billed
 
 
-def _offer(count: int, usd_per_gpu_hour: float) -> Offer:
-    return Offer(provider="example", instance_type=f"{count}x", accelerator="h100",
-                 count=count, on_demand_usd_per_hour=count * usd_per_gpu_hour,
+def _offer(count: int, usd_per_gpu_hour: float, sizes: tuple[int, ...] = ()) -> Offer:
+    return Offer(provider="example", instance_type=f"{count}x{sizes}", accelerator="h100",
+                 count=count, sizes=sizes, on_demand_usd_per_hour=count * usd_per_gpu_hour,
                  observed="2026-11", estimate=True, source="a test", retrieved=dt.date.today())
 
 
@@ -51,6 +51,31 @@ def test_the_offer_billed_is_the_cheapest_in_whole_instances():
     # nothing holds a TP=16 group in one instance: the cheapest GPU-hour, billed per GPU
     wide = rent("h100", "on_demand", Footprint(16, 16, 1), offers=table)
     assert (wide.offer.count, wide.billed_gpus, wide.fits) == (1, 16, False)
+    assert (three.instance_gpus, four.instance_gpus, one_gpu.instance_gpus) == (2, 8, 1)
+
+
+def test_an_offer_sold_per_gpu_in_several_sizes_rents_the_size_that_bills_least():
+    """A per-GPU offer in pods of 1, 2, 4 or 8 GPUs was a 1-GPU instance: a TP=2 replica
+    could not use it and paid for a whole 8-GPU node ($23.60/h) instead of 2 x $3.99."""
+    pods = _offer(1, 3.99, (1, 2, 4, 8))
+    table = [_offer(8, 2.95), pods]
+    one = rent("h100", "on_demand", Footprint(2, 2, 1), offers=table)
+    assert (one.offer, one.instance_gpus, one.billed_gpus) == (pods, 2, 2)
+    assert one.usd_per_gpu_hour * 2 == pytest.approx(7.98)
+    assert one.basis().endswith("example 1x(1, 2, 4, 8) in 2-GPU instances")
+    # three TP=2 replicas: 2-GPU pods bill 6 GPUs ($23.94/h), the node 8 ($23.60/h)
+    three = rent("h100", "on_demand", Footprint(2, 2, 3), offers=table)
+    assert (three.offer.count, three.instance_gpus, three.billed_gpus) == (8, 8, 8)
+    # TP=3 replicas fit 4-GPU pods, one GPU idle in each: billed 4 per replica
+    odd = rent("h100", "on_demand", Footprint(3, 3, 1), offers=[pods])
+    assert (odd.instance_gpus, odd.billed_gpus, odd.fits) == (4, 4, True)
+    assert "whole 4-GPU instances billed, 4 GPUs at $3.99/GPU-h for the 3 used" in odd.basis()
+    # 12 training GPUs on 8-GPU nodes rent 8-GPU pods: 16 billed
+    wide = rent("h100", "on_demand", training_footprint(12, 8), offers=[pods])
+    assert (wide.instance_gpus, wide.billed_gpus) == (8, 16)
+    # nothing holds 16 in one instance: the cheapest GPU-hour, billed per GPU, not fitting
+    huge = rent("h100", "on_demand", Footprint(16, 16, 1), offers=[pods])
+    assert (huge.billed_gpus, huge.fits) == (16, False)
 
 
 def test_a_serving_deployment_pays_for_the_whole_instance_its_replicas_fill():

@@ -13,7 +13,7 @@ from infraplan.errors import InputError, UnknownNameError
 
 OFFERS = load_offers()
 HEADER = ",".join(COLUMNS)
-GOOD = "aws,p5.48xlarge,h100,8,us-east-1,55.04,,,,2026-11-09,false,somewhere,2026-11-22,"
+GOOD = "aws,p5.48xlarge,h100,8,,us-east-1,55.04,,,,2026-11-09,false,somewhere,2026-11-22,"
 
 
 def write(tmp_path, *rows: str, header: str = HEADER):
@@ -142,6 +142,11 @@ BAD_ROWS = [
     (GOOD.replace(",2026-11-09,", ",Nov 2026,"), "observed: 'Nov 2026' must be YYYY-MM-DD"),
     (GOOD.replace(",2026-11-22,", ",,"), "retrieved: Input should be a valid date"),
     (GOOD.replace(",55.04,", ",cheap,"), "on_demand_usd_per_hour: Input should be a valid number"),
+    (GOOD.replace(",8,,", ",8,1-8,"), "sizes: '1-8' must be GPU counts of 1 or "
+                                      "more separated by '|', like 1|2|4|8"),
+    (GOOD.replace(",8,,", ",8,1|2|4,"), "sizes 1|2|4 must rise, without repeats, and include "
+                                        "count (8)"),
+    (GOOD.replace(",8,,", ",8,8|4,"), "sizes 8|4 must rise"),
 ]
 
 
@@ -150,6 +155,16 @@ def test_a_bad_row_names_the_line_and_the_column(tmp_path, row, message):
     with pytest.raises(InputError) as err:
         load_offers(write(tmp_path, GOOD.replace("us-east-1", "us-east-2"), row))
     assert "offers.csv, line 3: " in str(err.value) and message in str(err.value)
+
+
+def test_sizes_read_from_their_cell_and_an_older_file_without_the_column_reads(tmp_path):
+    (sized,) = load_offers(write(tmp_path, GOOD.replace(",8,,", ",1,1|2|4|8,").replace(
+        ",55.04,", ",3.99,")))
+    assert (sized.count, sized.instance_sizes, sized.largest) == (1, (1, 2, 4, 8), 8)
+    assert sized.usd_per_gpu_hour() == pytest.approx(3.99)
+    old_header = HEADER.replace("count,sizes,", "count,")
+    (old,) = load_offers(write(tmp_path, GOOD.replace(",8,,", ",8,"), header=old_header))
+    assert (old.sizes, old.instance_sizes, old.largest) == ((), (8,), 8)
 
 
 def test_a_repeated_offer_and_a_bad_header_are_refused(tmp_path):

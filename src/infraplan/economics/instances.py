@@ -9,7 +9,9 @@ needs the node's NVLink, not GPUs on separate VMs).
 
 The offer billed is the one whose whole instances cost least for the job, not the cheapest
 GPU-hour: three 2-GPU replicas on 8-GPU instances at $2.95 pay for 8 GPUs ($23.60/h), more
-than on 2-GPU instances at $3.50 (6 GPUs, $21.00/h).
+than on 2-GPU instances at $3.50 (6 GPUs, $21.00/h). An offer rented in several sizes at one
+per-GPU rate (offers.Offer.sizes) is tried at each size that holds `min_instance_gpus`; the job
+rents instances of one size.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Rental:
     pricing: str
     footprint: Footprint
     billed_gpus: int  # whole instances; the job's own GPUs when no offer is large enough
+    instance_gpus: int  # the size of the instances rented (one of offer.instance_sizes)
 
     @property
     def offer_usd_per_gpu_hour(self) -> float:
@@ -67,7 +70,7 @@ class Rental:
 
     @property
     def fits(self) -> bool:
-        return self.offer.count >= self.footprint.min_instance_gpus
+        return self.instance_gpus >= self.footprint.min_instance_gpus
 
     def basis(self) -> str:
         """Where the price comes from, in words (the line item's basis)."""
@@ -81,24 +84,26 @@ class Rental:
         size = f" of {fp.min_instance_gpus}+ GPUs an instance" \
             if fp.min_instance_gpus > 1 else ""
         text = f"cheapest {label} offer{size}: {o.provider} {o.instance_type}{where}"
+        if len(o.instance_sizes) > 1:
+            text += f" in {self.instance_gpus}-GPU instances"
         if self.billed_gpus > fp.gpus:
-            text += (f"; whole {o.count}-GPU instances billed, {self.billed_gpus} GPUs at "
-                     f"${self.offer_usd_per_gpu_hour:,.2f}/GPU-h for the {fp.gpus} used")
+            text += (f"; whole {self.instance_gpus}-GPU instances billed, {self.billed_gpus} "
+                     f"GPUs at ${self.offer_usd_per_gpu_hour:,.2f}/GPU-h for the {fp.gpus} used")
         return text
 
 
 def rent(accelerator: str, pricing: str, footprint: Footprint, *,
          offers: list[Offer] | None = None) -> Rental:
-    """The offer whose whole instances cost the job least among those holding
-    `footprint.min_instance_gpus`; when none is that large, the cheapest GPU-hour of any
-    size, billed per GPU (offers.cheapest). An InputError says what exists when no offer
+    """The offer and instance size whose whole instances cost the job least among those
+    holding `footprint.min_instance_gpus`; when none is that large, the cheapest GPU-hour of
+    any size, billed per GPU (offers.cheapest). An InputError says what exists when no offer
     has a `pricing` price. `offers`: a table instead of the shipped one."""
-    fitting = [o for o in offers_for(accelerator, pricing=pricing, offers=offers)
-               if o.count >= footprint.min_instance_gpus]
+    fitting = [(o, size) for o in offers_for(accelerator, pricing=pricing, offers=offers)
+               for size in o.instance_sizes if size >= footprint.min_instance_gpus]
     if not fitting:
-        return Rental(cheapest(accelerator, pricing, offers=offers), pricing, footprint,
-                      footprint.gpus)
-    # offers_for sorts by GPU-hour price: min keeps the first of equal bills
-    best = min(fitting, key=lambda o: footprint.billed_gpus(o.count) * o.usd_per_gpu_hour(
-        pricing))
-    return Rental(best, pricing, footprint, footprint.billed_gpus(best.count))
+        offer = cheapest(accelerator, pricing, offers=offers)
+        return Rental(offer, pricing, footprint, footprint.gpus, offer.largest)
+    # offers_for sorts by GPU-hour price and sizes rise: min keeps the first of equal bills
+    best, size = min(fitting, key=lambda pair: footprint.billed_gpus(pair[1])
+                     * pair[0].usd_per_gpu_hour(pricing))
+    return Rental(best, pricing, footprint, footprint.billed_gpus(size), size)

@@ -1,8 +1,11 @@
 """Cloud offers: what one instance with `count` accelerators costs per hour, and where it was read.
 
 The table is `catalog/data/offers.csv`, one row per (provider, instance type, region). Prices are
-per instance-hour (a provider that sells GPUs by the GPU-hour, in VMs of any size, gets count = 1
-at its per-GPU rate); an empty cell means the provider publishes no such price, never zero. Each
+per instance-hour of `count` accelerators. A provider that sells GPUs by the GPU-hour in
+instances of several sizes at one per-GPU rate (RunPod pods, Crusoe VMs) has one row: `count` is
+the size its prices quote and `sizes` lists the GPU counts an instance can be rented with
+(`1|2|4|8`; empty: `count` alone), each billed count / `count` times the row's price. An empty
+price cell means the provider publishes no such price, never zero. Each
 row says when the price was charged or listed (`observed`), where it was read (`source`), when we
 read it (`retrieved`) and whether it is an `estimate`: not the provider's own figure as listed
 (inferred, modelled, or from an untraceable write-up). A verbatim copy of the provider's list
@@ -35,8 +38,9 @@ PRICINGS = ("on_demand", "spot", "reserved-1y", "reserved-3y")
 _PRICE_COLUMN = {"on_demand": "on_demand_usd_per_hour", "spot": "spot_usd_per_hour",
                  "reserved-1y": "reserved_1y_usd_per_hour",
                  "reserved-3y": "reserved_3y_usd_per_hour"}
-COLUMNS = ("provider", "instance_type", "accelerator", "count", "region",
+COLUMNS = ("provider", "instance_type", "accelerator", "count", "sizes", "region",
            *_PRICE_COLUMN.values(), "observed", "estimate", "source", "retrieved", "notes")
+OPTIONAL_COLUMNS = ("sizes",)  # an offers file written before the column still reads
 _OBSERVED = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 
@@ -58,7 +62,10 @@ class Offer(BaseModel):
     provider: str = Field(description="lower-case slug: aws, gcp, azure, coreweave, ...")
     instance_type: str = Field(min_length=1, description="the provider's name for the offer")
     accelerator: str = Field(description="accelerator name or alias; stored canonical")
-    count: int = Field(ge=1, description="accelerators in the instance (TPU: chips)")
+    count: int = Field(ge=1, description="accelerators in the instance the prices quote "
+                                         "(TPU: chips)")
+    sizes: tuple[int, ...] = Field(default=(), description="accelerator counts an instance "
+                                   "is rented with at the same per-GPU price; () = count only")
     region: str = Field(default="", description="empty when the source names none")
     on_demand_usd_per_hour: float | None = Field(default=None, ge=0)
     spot_usd_per_hour: float | None = Field(default=None, ge=0)
@@ -78,6 +85,17 @@ class Offer(BaseModel):
             raise ValueError(f"{provider!r} must be a lower-case slug like 'aws' or 'coreweave'")
         return provider
 
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _sizes(cls, sizes):
+        if isinstance(sizes, str):  # the CSV cell: "1|2|4|8"
+            cells = [c.strip() for c in sizes.split("|")] if sizes.strip() else []
+            if not all(c.isdigit() and int(c) >= 1 for c in cells):
+                raise ValueError(f"{sizes!r} must be GPU counts of 1 or more separated by '|', "
+                                 "like 1|2|4|8")
+            sizes = [int(c) for c in cells]
+        return tuple(sizes)
+
     @field_validator("accelerator")
     @classmethod
     def _known(cls, name: str) -> str:
@@ -96,7 +114,22 @@ class Offer(BaseModel):
     def _priced(self) -> Offer:
         if all(self.usd_per_hour(p) is None for p in PRICINGS):
             raise ValueError("no price: give at least one of " + ", ".join(_PRICE_COLUMN.values()))
+        if self.sizes and (self.count not in self.sizes or list(self.sizes) != sorted(
+                set(self.sizes))):
+            raise ValueError(f"sizes {'|'.join(map(str, self.sizes))} must rise, without "
+                             f"repeats, and include count ({self.count}): the size the prices "
+                             "quote")
         return self
+
+    @property
+    def instance_sizes(self) -> tuple[int, ...]:
+        """The accelerator counts an instance of this offer can have, smallest first."""
+        return self.sizes or (self.count,)
+
+    @property
+    def largest(self) -> int:
+        """The most accelerators one instance of this offer holds."""
+        return self.instance_sizes[-1]
 
     def usd_per_hour(self, pricing: str = "on_demand") -> float | None:
         """The instance price under a pricing model; None when the provider publishes none."""
@@ -144,7 +177,7 @@ def _read(path: Path) -> list[Offer]:
         raise InputError(f"cannot read offers file {path}: {exc.strerror}") from None
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     unknown = [c for c in header if c not in COLUMNS]
     if missing or unknown:
         raise InputError(f"{path.name}: header " + "; ".join(
@@ -190,7 +223,7 @@ def cheapest(accelerator: str, pricing: str = "on_demand", providers: list[str] 
     any size. An InputError says what exists when nothing matches."""
     matches = _matching(accelerator, pricing, providers, regions, offers)
     if matches:
-        return next((o for o in matches if o.count >= instance_gpus), matches[0])
+        return next((o for o in matches if o.largest >= instance_gpus), matches[0])
     gpu = load_catalog().accelerators.get(accelerator).name
     table = load_offers() if offers is None else offers
     sold = [o for o in table if o.accelerator == gpu]

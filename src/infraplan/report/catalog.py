@@ -143,7 +143,7 @@ def engines() -> tuple[list[str], list[list], list[dict]]:
 def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
     """Every offer in the table's order; with `gpu` (a name or alias), that accelerator's
     alone, cheapest on-demand first (spot-only offers after, by spot price)."""
-    headers = ["provider", "instance type", "accelerator", "count", "region", "$/GPU-h on-demand",
+    headers = ["provider", "instance type", "accelerator", "GPUs", "region", "$/GPU-h on-demand",
                "$/GPU-h spot", "$/GPU-h 1y", "$/GPU-h 3y", "observed", "estimate"]
 
     def price(value):
@@ -162,7 +162,8 @@ def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
                                  "or add a row with its source to catalog/data/offers.csv")
     rows, data = [], []
     for o in table:
-        rows.append([o.provider, o.instance_type, o.accelerator, o.count, o.region or "-",
+        gpus = "|".join(map(str, o.instance_sizes)) if o.sizes else o.count
+        rows.append([o.provider, o.instance_type, o.accelerator, gpus, o.region or "-",
                      price(o.on_demand_usd_per_gpu_hour), price(o.spot_usd_per_gpu_hour),
                      price(o.reserved_1y_usd_per_gpu_hour), price(o.reserved_3y_usd_per_gpu_hour),
                      o.observed, "yes" if o.estimate else ""])
