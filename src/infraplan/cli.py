@@ -244,7 +244,7 @@ def _add_simulate(sub) -> None:
 
 def _run_simulate_train(args) -> int:
     from infraplan.report.run import run_report
-    from infraplan.report.training import duration_days
+    from infraplan.units import run_length
     from infraplan.training.plan_train import plan_training
     from infraplan.training.simulate_run import simulate_training_run
     from infraplan.workloads import TrainScenario, load_scenario
@@ -254,7 +254,7 @@ def _run_simulate_train(args) -> int:
         sim = simulate_training_run(scenario, plan_training(scenario).best[0], progress=tick)
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
                 lambda: run_report(scenario.name or scenario.model, sim),
-                lambda: "; ".join(f"{k}: {duration_days(d.wall_s.p50)}, ${d.cost_usd.p50:,.0f}"
+                lambda: "; ".join(f"{k}: {run_length(d.wall_s.p50)}, ${d.cost_usd.p50:,.0f}"
                                   for k, d in sim.strategies.items()))
 
 

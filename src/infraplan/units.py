@@ -121,6 +121,14 @@ def three_figures(x: float) -> str:
     return f"{float(f'{x:.3g}'):,.0f}"
 
 
+def run_length(seconds: float, day: str = " d") -> str:
+    """A run's length in days, or under a day in hours ('0.2 d' said little), under an
+    hour in minutes: '57.3 d', '4.8 h', '30.0 min'. `day`: the day unit (' days' in reports)."""
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f}{day}"
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.1f} min"
+
+
 def format_count(n: float) -> str:
     """Parameter counts the way papers write them: 70.55B, 12.9M."""
     for scale, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:

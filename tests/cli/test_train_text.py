@@ -22,10 +22,14 @@ def test_large_figures_are_grouped_digits_not_exponents():
 
 
 def test_durations_under_a_day_read_in_hours():
-    from infraplan.report.training import duration_days
+    """The terminal and the HTML report: a 4.8-hour run read '0.2 days' in the report."""
+    from infraplan.report.document import days
+    from infraplan.units import run_length
 
-    assert [duration_days(s) for s in (86400 * 57.3, 86400 * 0.2, 1800)] == \
+    assert [run_length(s) for s in (86400 * 57.3, 86400 * 0.2, 1800)] == \
         ["57.3 d", "4.8 h", "30.0 min"]
+    assert [days(s) for s in (86400 * 57.3, 86400 * 0.2, None)] == \
+        ["57.3 days", "4.8 h", "-"]
 
 
 def test_why_lost_names_full_recompute_of_part_of_the_layers_in_words():

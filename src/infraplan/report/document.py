@@ -18,6 +18,7 @@ from pathlib import Path
 
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
+from infraplan.units import run_length
 
 SCALE = ("Scale", "Compute", "Accelerator interconnect", "Latency & locality", "Economics")
 DEPLOY = ("Define workload", "Estimate throughput", "Pick platform", "Load-test", "Observe",
@@ -56,7 +57,7 @@ def ordered(sections: dict[str, dict]) -> list[dict]:
 
 
 def days(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 86400:,.1f} days"
+    return "-" if seconds is None else run_length(seconds, " days")
 
 
 def ms(seconds: float | None) -> str:

@@ -4,15 +4,10 @@ strategy, the checkpoint plan behind them, and goodput against the checkpoint in
 from __future__ import annotations
 
 from infraplan.report.terminal import table
-from infraplan.report.training import duration_days
-from infraplan.units import format_bytes
+from infraplan.units import format_bytes, run_length
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
-
-
-def _days(seconds: float) -> str:
-    return duration_days(seconds)
 
 
 def _minutes(seconds: float) -> str:
@@ -38,7 +33,7 @@ def strategy_rows(sim) -> list[list[str]]:
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
         rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
-                     _days(d.wall_s.p50), _days(d.wall_s.p90), f"{d.goodput.p50:.{places}%}",
+                     run_length(d.wall_s.p50), run_length(d.wall_s.p90), f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
     return rows
@@ -75,7 +70,7 @@ def run_report(name: str, sim) -> str:
     p, cp, setup = sim.plan, sim.checkpoint, sim.setup
     blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
     lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
-             f"work {_days(sim.work_s)} of failure-free compute; job MTBF "
+             f"work {run_length(sim.work_s)} of failure-free compute; job MTBF "
              f"{sim.mtbf_s / 3600:,.2f} h; checkpoint "
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "

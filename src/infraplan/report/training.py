@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infraplan.physics import hardware
 from infraplan.report.terminal import table
-from infraplan.units import GiB, format_count
+from infraplan.units import GiB, format_count, run_length
 
 COMPONENTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm",
               "cp_comm": "CP comm", "ep_comm": "EP all-to-all", "pp_p2p": "PP send/recv",
@@ -19,15 +19,7 @@ HIDDEN = {"tp_comm": "TP comm behind GEMMs", "cp_comm": "ring attention behind a
 
 
 def _days(seconds):
-    return "-" if seconds is None else duration_days(seconds)
-
-
-def duration_days(seconds: float) -> str:
-    """A run's length in days, or under a day in hours ('0.2 d' said little), under an
-    hour in minutes."""
-    if seconds >= 86400:
-        return f"{seconds / 86400:,.1f} d"
-    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.1f} min"
+    return "-" if seconds is None else run_length(seconds)
 
 
 def _usd(p) -> str:
