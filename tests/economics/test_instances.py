@@ -78,16 +78,21 @@ def test_an_offer_sold_per_gpu_in_several_sizes_rents_the_size_that_bills_least(
     assert (huge.billed_gpus, huge.fits) == (16, False)
 
 
-def test_a_serving_deployment_pays_for_the_whole_instance_its_replicas_fill():
-    """One TP=2 H100 replica was billed 2 x $2.95 at an 8-GPU instance's rate; renting that
-    instance costs 8 x $2.95 = $23.60/h."""
-    scenario = ServeScenario.model_validate({
+def _chat() -> ServeScenario:
+    return ServeScenario.model_validate({
         "model": "llama-3.1-8b", "traffic": {
             "arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 10,
             "input": {"kind": "fixed", "value": 10}, "output": {"kind": "fixed", "value": 10}}})
-    node = min(o.usd_per_gpu_hour() for o in offers_for("h100") if o.count >= 8)
+
+
+def test_a_serving_deployment_pays_for_the_whole_instance_its_replicas_fill():
+    """One TP=2 H200 replica was billed 2 GPUs at an 8-GPU instance's rate; renting that
+    instance costs 8 of them (the shipped H200 offers come as 1-GPU or 8-GPU instances)."""
+    scenario = _chat()
+    assert not any(2 in o.instance_sizes for o in offers_for("h200"))
+    node = min(o.usd_per_gpu_hour() for o in offers_for("h200") if o.largest >= 8)
     for replicas, billed in ((1, 8), (3, 8), (4, 8), (5, 16)):
-        dep = Deployment(model="llama-3.1-8b", gpu="h100", tp=2, replicas=replicas)
+        dep = Deployment(model="llama-3.1-8b", gpu="h200", tp=2, replicas=replicas)
         compute = scenario.monthly_economics(dep)["cost"]["items"][0]
         assert compute["usd"] == pytest.approx(billed * node * 730.56)
         assert scenario.deployment_price(dep) * dep.num_gpus == pytest.approx(billed * node)
@@ -95,13 +100,28 @@ def test_a_serving_deployment_pays_for_the_whole_instance_its_replicas_fill():
                 in compute["formula"]) == (billed > 2 * replicas)
 
 
+def test_a_replica_rents_a_pod_of_its_own_size_where_one_is_sold():
+    """RunPod rents H100 pods of 1, 2, 4 or 8 GPUs at one per-GPU rate; stored as 1-GPU
+    instances, a TP=2 replica could not use them and paid for an 8-GPU node ($23.60/h)."""
+    scenario = _chat()
+    pods = next(o for o in offers_for("h100") if o.provider == "runpod" and 2 in o.sizes)
+    node = min(o.usd_per_gpu_hour() * 8 for o in offers_for("h100") if o.largest >= 8)
+    assert 2 * pods.usd_per_gpu_hour() < node  # so the pod is the cheaper rental
+    dep = Deployment(model="llama-3.1-8b", gpu="h100", tp=2, replicas=1)
+    assert scenario.deployment_price(dep) * 2 == pytest.approx(2 * pods.usd_per_gpu_hour())
+    compute = scenario.monthly_economics(dep)["cost"]["items"][0]
+    assert f"runpod {pods.instance_type} in 2-GPU instances" in compute["formula"]
+
+
 def test_a_training_job_smaller_than_a_node_pays_for_the_node():
-    """4 H100s priced at an 8-GPU instance's rate were billed for 4 GPUs."""
+    """4 H200s priced at an 8-GPU instance's rate were billed for 4 GPUs (no shipped H200
+    offer has a 4-GPU instance)."""
     scenario = TrainScenario.model_validate({
         "model": "llama-3.1-8b", "top": 1,
         "training": {"tokens": 1e9, "global_batch": 64, "seq_len": 2048},
-        "hardware": {"gpus": ["h100"], "counts": [4]}})
-    node = min(o.usd_per_gpu_hour() for o in offers_for("h100") if o.count >= 8)
+        "hardware": {"gpus": ["h200"], "counts": [4]}})
+    assert not any(4 in o.instance_sizes for o in offers_for("h200"))
+    node = min(o.usd_per_gpu_hour() for o in offers_for("h200") if o.largest >= 8)
     best = plan_training(scenario).best[0]
     assert best.economics["usd_per_gpu_hour"] == pytest.approx(2 * node)
     compute = best.economics["cost"]["items"][0]
