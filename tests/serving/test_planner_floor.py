@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from infraplan.cli import main
@@ -74,6 +75,32 @@ def test_requests_alone_never_queue_when_the_longest_pair_does_not_fit():
     assert floor["ttft_s"]["p99"] <= ttft[2] * (1 + 1e-9)
     assert violations(floor, Slo()) == ["1 request dropped (prompt + output longer than the "
                                         "KV cache holds)"]
+
+
+def test_the_idle_check_runs_the_stream_once_when_the_longest_pair_does_not_fit(
+        monkeypatch):
+    """Where the longest prompt with the longest output did not fit the cache, the gap fell
+    to 1 s and the queued stream ran again and again, 4x wider each time (17 of 83 idle
+    checks of a 288-configuration search: 60 s of its 200 s). Probes of the stream's own
+    long requests now set the gap: one run of the stream, each request alone."""
+    import infraplan.serving.capacity as capacity
+
+    resolved = resolve(Deployment(model="llama-3.1-70b", gpu="h100", tp=2))
+    room = resolved.memory.kv_tokens
+    rng = np.random.default_rng(0)
+    inputs = np.concatenate([[room - 100], rng.integers(500, room // 2, 199)])
+    outputs = np.concatenate([[50], rng.integers(200, room // 2, 199)])
+    assert inputs.max() + outputs.max() > room
+    runs = []
+
+    def counted(dep, requests, **kw):
+        runs.append(requests.arrival_s.size)
+        return simulate(dep, requests, **kw)
+
+    monkeypatch.setattr(capacity, "simulate", counted)
+    floor = idle_latency(resolved, Requests(np.arange(200.0), inputs, outputs))
+    assert [size for size in runs if size == 200] == [200]  # the stream ran once
+    assert floor["completed"] == 200 and floor["dropped"] == 0
 
 
 @pytest.mark.parametrize("rate_per_s", [5, 20, 40])
