@@ -206,10 +206,20 @@ class RunSpec(_Spec):
     def _known_tier(cls, name: str | None) -> str | None:
         if name is None:
             return name
+        storage = load_catalog().storage
         try:
-            load_catalog().storage.get(name)
+            tier = storage.get(name)
         except UnknownNameError as exc:
             raise ValueError("is not a storage tier in the catalog; " + (
                 f"did you mean {', '.join(map(repr, exc.close))}?" if exc.close else
                 "'infraplan catalog storage' lists them")) from None
+        if tier.node_local:  # see DEFAULT_CHECKPOINT_TIER
+            shared = ", ".join(t.name for t in storage
+                               if not t.node_local and t.name != DEFAULT_CHECKPOINT_TIER)
+            raise InputError(
+                f"{name!r} is a node's own disk (kind: {tier.kind} in the storage catalog), "
+                "so a checkpoint there is not durable: it goes with the node whose failure "
+                "it should survive, and a spot preemption takes back every node of the job",
+                fix=f"write checkpoints to a shared tier: remove run.checkpoint_storage for "
+                    f"the default, {DEFAULT_CHECKPOINT_TIER}, or name one of {shared}")
         return name
