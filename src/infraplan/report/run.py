@@ -75,6 +75,9 @@ def run_report(name: str, sim) -> str:
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
              f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             f"failure rate: {setup.failures.derivation}" + (
+                 "" if setup.failures_given else "; run.failures_per_gpu_hour sets "
+                                                      "your fleet's"),
              "prices per GPU-hour:"]
     lines += ["  " + line for line in price_lines(sim)]
     lines.append("")

@@ -3,7 +3,8 @@
 The planner gives the steady-state step (no failures); this module turns it into a run:
 work W = tokens / tokens-per-second of failure-free compute, checkpoints of the model and
 optimizer state written to the scenario's storage tier (reliability/checkpoint.py), the
-interruption rate of a job of that size (reliability/failures.py, from Llama 3 405B), and
+interruption rate of a job of that size (reliability/failures.py: run.failures_per_gpu_hour,
+else the Llama 3 405B run's), and
 spot capacity (reliability/spot.py); reliability/montecarlo.py draws the run `trials` times
 per pricing strategy, each at its best checkpoint interval, and reports wall time, goodput
 and compute cost as distributions.
@@ -32,7 +33,7 @@ from infraplan.reliability.checkpoint import (
     plan_checkpoints,
     transfer_time_s,
 )
-from infraplan.reliability.failures import FailureModel, llama3_failure_model
+from infraplan.reliability.failures import HOUR_S, FailureModel
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
@@ -49,6 +50,7 @@ class RunSetup:
     nodes: int
     gpus_per_node: int
     failures: FailureModel
+    failures_given: bool  # run.failures_per_gpu_hour, not the default (Llama 3 405B's)
     mtbf_s: float  # the job's mean time between interruptions
     checkpoint: CheckpointPlan  # Daly interval and first-order waste with restart_s
     restart_s: float  # run.failure_detection_s + reading the checkpoint back
@@ -65,7 +67,7 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
                                 scenario.hardware.system).system.accelerators_per_node
     nodes = math.ceil(n / per_node)
     tier = load_catalog().storage.get(scenario.checkpoint_tier)
-    failures = llama3_failure_model()
+    failures = run.failure_model()
     mtbf = failures.job_mtbf_s(n)
     params = param_counts(arch or load_model(scenario.model)).total
     size = checkpoint_bytes(params, precision=plan.precision,
@@ -75,7 +77,8 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
                           asynchronous=run.asynchronous, precision=plan.precision,
                           optimizer_name=training.optimizer)
     return RunSetup(tier=tier, nodes=nodes, gpus_per_node=per_node, failures=failures,
-                    mtbf_s=mtbf, checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)
+                    failures_given=run.failures_per_gpu_hour is not None, mtbf_s=mtbf,
+                    checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ class RunSimulation:
         cp = self.checkpoint
         return {"plan": self.plan.to_json(), "work_s": self.work_s,
                 "restart_s": self.restart_s, "job_mtbf_s": self.mtbf_s,
+                "failures": {"per_gpu_hour": self.setup.failures.rate_per_gpu_s * HOUR_S,
+                             "derivation": self.setup.failures.derivation},
                 "checkpoint": {"storage_tier": self.setup.tier.name,
                                "asynchronous": self.setup.asynchronous,
                                "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
