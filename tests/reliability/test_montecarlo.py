@@ -87,13 +87,23 @@ def test_the_scan_starts_no_checkpoint_before_the_last_is_durable():
     assert scan.intervals_s.min() == pytest.approx(w)
     assert scan.intervals_s.max() == pytest.approx(4 * daly)
     assert scan.intervals_s.shape == (25,)
-    # an upload longer than Daly's interval holds Daly's to it, and the scan starts there
+    # an upload longer than Daly's interval holds the interval to it, and the scan starts
+    # there; Daly's own is reported as Daly's (it read as the upload: 2,677 s for 268 s)
     slow = 10 * daly
     held = simulate_run(job(m, work_s=50 * m, checkpoint_s=c, checkpoint_write_s=slow),
                         optimise_interval=True, trials=20, seed=3)
-    assert held.scan.daly_interval_s == pytest.approx(slow)
+    assert held.scan.daly_interval_s == held.daly_interval_s == pytest.approx(daly)
+    assert daly == pytest.approx(267.66, abs=0.01)
+    assert held.scan.upload_s == slow
     assert held.scan.intervals_s.min() == pytest.approx(slow)
     assert held.interval_s >= held.scan.intervals_s.min()
+    once = simulate_run(job(m, work_s=50 * m, checkpoint_s=c, checkpoint_write_s=slow),
+                        trials=20, seed=3)
+    assert (once.interval_s, once.interval_source) == (slow, "upload")
+    assert once.daly_interval_s == pytest.approx(daly)
+    quick = simulate_run(job(m, work_s=50 * m, checkpoint_s=c), trials=20, seed=3)
+    assert quick.interval_s == quick.daly_interval_s == pytest.approx(daly)
+    assert quick.interval_source == "daly"
 
 
 @pytest.mark.parametrize("work_s,tau_s,checkpoints", [(10_000, 1_000, 9), (10_500, 1_000, 10),

@@ -52,7 +52,7 @@ class RunSetup:
     failures: FailureModel
     failures_given: bool  # run.failures_per_gpu_hour, not the default (Llama 3 405B's)
     mtbf_s: float  # the job's mean time between interruptions
-    checkpoint: CheckpointPlan  # Daly interval and first-order waste with restart_s
+    checkpoint: CheckpointPlan  # its interval (Daly's or the write) and first-order waste
     restart_s: float  # run.failure_detection_s + reading the checkpoint back
     asynchronous: bool
 
@@ -127,6 +127,7 @@ class RunSimulation:
         out = {}
         for name, d in self.strategies.items():
             out[name] = {"interval_s": d.interval_s, "interval_source": d.interval_source,
+                         "daly_interval_s": d.daly_interval_s,
                          "wall_s": stat(d.wall_s), "goodput": stat(d.goodput),
                          "cost_usd": stat(d.cost_usd), "interruptions": stat(d.interruptions),
                          "preemptions": stat(d.preemptions), "trials": d.trials,
@@ -134,7 +135,8 @@ class RunSimulation:
             if d.scan is not None:
                 out[name]["scan"] = {"intervals_s": d.scan.intervals_s.tolist(),
                                      "mean_goodput": d.scan.mean_goodput.tolist(),
-                                     "daly_interval_s": d.scan.daly_interval_s}
+                                     "daly_interval_s": d.scan.daly_interval_s,
+                                     "upload_s": d.scan.upload_s}
         cp = self.checkpoint
         return {"plan": self.plan.to_json(), "work_s": self.work_s,
                 "restart_s": self.restart_s, "job_mtbf_s": self.mtbf_s,
@@ -143,7 +145,8 @@ class RunSimulation:
                 "checkpoint": {"storage_tier": self.setup.tier.name,
                                "asynchronous": self.setup.asynchronous,
                                "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
-                               "write_s": cp.write_s, "daly_interval_s": cp.interval_s},
+                               "write_s": cp.write_s, "daly_interval_s": cp.daly_interval_s,
+                               "interval_s": cp.interval_s},
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
                 "price_sources": self.price_sources, "strategies": out,
                 "notes": self.notes}
