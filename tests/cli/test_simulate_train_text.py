@@ -50,3 +50,40 @@ def test_daly_is_not_the_upload_it_is_raised_to(tmp_path, capsys):
     assert "0.9 min (upload)" in once
     assert ("on-demand checkpoints every 56.8 s: Daly 17.6 s, raised to the 56.8 s upload: "
             "a checkpoint cannot start before the last one is uploaded") in once
+
+
+LLAMA_8B = ("model: llama-3.1-8b\n"
+            "training: {tokens: 1.0e11, global_batch: 256, seq_len: 4096}\n"
+            "hardware: {gpus: [h100], counts: [64]}\n"
+            "prices: {h100: 3.00}\n"
+            "run: {trials: 300, failures_per_gpu_hour: 2.0e-3}\n")
+
+
+def test_each_distribution_shows_its_bad_tail_and_says_what_each_column_is(tmp_path, capsys):
+    """JSON goodput.p90 was the good tail (0.951 above p50 0.930) beside wall_s.p90, the bad
+    one; the terminal's interruptions columns were means beside p50 columns, unlabelled.
+    Goodput now gives p10 (1 trial in 10 is lower) and the mean columns say so."""
+    import numpy as np
+
+    from infraplan.reliability.montecarlo import Stat
+
+    assert Stat.of(np.arange(1.0, 12.0)) == Stat(p10=2.0, p50=6.0, p90=10.0, mean=6.0)
+    data = json.loads(_run(tmp_path, capsys, LLAMA_8B, "--json"))
+    for name, d in data["strategies"].items():
+        assert set(d["goodput"]) == {"p10", "p50", "mean"}, name
+        for key in ("wall_s", "cost_usd", "interruptions", "preemptions"):
+            assert set(d[key]) == {"p50", "p90", "mean"}, (name, key)
+        assert d["goodput"]["p10"] < d["goodput"]["p50"] < 1
+        assert d["wall_s"]["p90"] > d["wall_s"]["p50"]
+        # the same trials' tail: goodput = work / wall, a decreasing map
+        assert d["goodput"]["p10"] == pytest.approx(data["work_s"] / d["wall_s"]["p90"],
+                                                    rel=1e-3)
+    out = _run(tmp_path, capsys, LLAMA_8B)
+    header = next(line for line in out.splitlines() if line.startswith("strategy "))
+    assert header.rstrip().endswith("cost p90  interruptions mean  preemptions mean")
+    assert ("p50: the median trial; p90: 1 trial in 10 runs longer or costs more; "
+            "interruptions (failures and preemptions) and preemptions: means over the "
+            "trials") in out
+    assert "of them preemptions" not in out
+    quiet = _run(tmp_path, capsys, LLAMA_8B, "--quiet")
+    assert quiet.startswith("on_demand: ") and quiet.rstrip().endswith(" (p50)")

@@ -498,6 +498,12 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         (strategies,) = [t for t in section["tables"] if "pricing strategies" in t["title"]]
         assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
                                                       "reserved + spot burst"]
+        # the means are labelled as means, and a paragraph says what p50 and p90 are
+        assert strategies["columns"][-2:] == ["interruptions mean", "preemptions mean"]
+        assert "P50: the median trial; p90: 1 trial in 10 runs longer or costs more; " \
+            "interruptions (failures and preemptions) and preemptions: means over the " \
+            "trials." in section["paragraphs"]
+        assert set(doc["run"]["strategies"]["spot"]["goodput"]) == {"p10", "p50", "mean"}
         for row in strategies["rows"]:  # the CLI's table row, cell for cell
             assert re.search(r"\s+".join(map(re.escape, row)), cli), row
         assert any(p.startswith("spot: ") and "cheaper than on-demand" in p

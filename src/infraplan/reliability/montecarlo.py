@@ -99,14 +99,18 @@ class TrainingRun:
 
 @dataclass(frozen=True)
 class Stat:
+    """Percentiles over the trials (numpy's linear interpolation) and the mean. The bad
+    tail is p90 of wall time, cost and interruptions, p10 of goodput."""
+
+    p10: float
     p50: float
     p90: float
     mean: float
 
     @classmethod
     def of(cls, values: np.ndarray) -> Stat:
-        p50, p90 = np.percentile(values, [50, 90])
-        return cls(float(p50), float(p90), float(np.mean(values)))
+        p10, p50, p90 = np.percentile(values, [10, 50, 90])
+        return cls(float(p10), float(p50), float(p90), float(np.mean(values)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,7 +141,7 @@ class IntervalScan:
 
 @dataclass(frozen=True, eq=False)
 class RunDistribution:
-    """One strategy over `trials` trials; p90 is the 90th percentile of each quantity."""
+    """One strategy over `trials` trials: each quantity's Stat."""
 
     strategy: str
     trials: int

@@ -140,7 +140,9 @@ def _strategies(sim) -> tuple[list[dict], list[str]]:
     title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
     paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
     return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim))], [
-        *paragraphs, *run_view.against_on_demand(sim), run_view.trials_line(sim) + "."]
+        run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
+        *run_view.against_on_demand(sim), *run_view.interval_lines(sim),
+        run_view.trials_line(sim) + "."]
 
 
 def _interval_used(k: dict) -> str:
