@@ -87,3 +87,53 @@ def test_each_distribution_shows_its_bad_tail_and_says_what_each_column_is(tmp_p
     assert "of them preemptions" not in out
     quiet = _run(tmp_path, capsys, LLAMA_8B, "--quiet")
     assert quiet.startswith("on_demand: ") and quiet.rstrip().endswith(" (p50)")
+
+
+def _scenario(model: str, gpu: str, count: int, run: str) -> str:
+    return (f"model: {model}\n"
+            "training: {tokens: 2.0e10, global_batch: 256, seq_len: 4096}\n"
+            f"hardware: {{gpus: [{gpu}], counts: [{count}]}}\n"
+            f"run: {{trials: 100{run}}}\n")
+
+
+def test_spot_notice_is_the_providers_of_the_spot_offer_rented(tmp_path, capsys):
+    """A GCP TPU spot run used AWS's 120 s notice. The notice now comes from the provider
+    of the catalog's spot offer (catalog/data/reliability.yaml): GCP 30 s, Azure 30 s, AWS
+    120 s, AWS's for a provider without a row; the preemption rate stays AWS's figure, and
+    the output says whose each is."""
+    tpu = json.loads(_run(tmp_path, capsys, _scenario("llama-3.1-8b", "tpu-v5e", 64, ""),
+                          "--json"))
+    assert tpu["spot"]["provider"] == "gcp" and tpu["spot"]["notice_s"] == 30
+    assert tpu["spot"]["notice"] == "gcp's"
+    assert tpu["spot"]["monthly_interrupted_fraction"] == pytest.approx(0.15)
+    assert tpu["spot"]["preemption_rate"] == (
+        "AWS's figure, an ESTIMATE from the Spot Instance Advisor's 10-20% bands for H100 "
+        "(p5) instances; the catalog has none for gcp")
+    out = _run(tmp_path, capsys, _scenario("llama-3.1-8b", "tpu-v5e", 64, ""))
+    assert ("spot capacity (taken as gcp's, the catalog's cheapest spot offer for tpu-v5e): "
+            "notice 30 s, gcp's; preemptions of 15% of nodes a month, AWS's figure") in out
+    h100 = json.loads(_run(tmp_path, capsys, _scenario("llama-3.1-8b", "h100", 64, ""),
+                           "--json"))
+    assert (h100["spot"]["provider"], h100["spot"]["notice_s"]) == ("nebius", 120)
+    assert h100["spot"]["notice"] == "AWS's (the catalog has no spot notice for nebius)"
+
+
+def test_a_notice_shorter_than_the_upload_makes_preemptions_lose_work(tmp_path, capsys):
+    """70B on 128 A100s rents Azure spot (30 s notice); its checkpoint is durable 79 s
+    after the snapshot (FSx for Lustre 125), so a preempted node goes before it lands and
+    the work since the last one is lost: spot's Daly interval counts the preemptions, 602 s
+    against on-demand's 938 s. With AWS's 120 s, the old default for every provider, a
+    preemption was saved and the two were equal."""
+    run = ", checkpoint_storage: fsx-lustre-p2-125, optimise_interval: false"
+    azure = json.loads(_run(tmp_path, capsys, _scenario("llama-3.1-70b", "a100-sxm4-80gb",
+                                                        128, run), "--json"))
+    assert (azure["spot"]["provider"], azure["spot"]["notice_s"]) == ("azure", 30)
+    assert azure["checkpoint"]["write_s"] == pytest.approx(79.0, abs=0.1)
+    spot, on_demand = azure["strategies"]["spot"], azure["strategies"]["on_demand"]
+    assert on_demand["daly_interval_s"] == pytest.approx(937.8, abs=0.1)
+    assert spot["daly_interval_s"] == pytest.approx(601.6, abs=0.1)
+    given = json.loads(_run(tmp_path, capsys, _scenario(
+        "llama-3.1-70b", "a100-sxm4-80gb", 128, run + ", spot: {notice_s: 120}"), "--json"))
+    assert given["spot"]["notice"] == "run.spot.notice_s" and given["spot"]["notice_s"] == 120
+    assert given["strategies"]["spot"]["daly_interval_s"] == pytest.approx(
+        on_demand["daly_interval_s"])

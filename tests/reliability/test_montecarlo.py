@@ -420,3 +420,24 @@ def test_invariants(mtbf_h, c, w, r, work_h, tau_factor, notice, preempt_per_nod
         interruptions = result.samples.failures
         assert np.array_equal(slower.samples.failures, interruptions)
         assert np.allclose(slower.samples.wall_s - walls, 100 * interruptions)
+
+
+@pytest.mark.parametrize("provider, notice_s, whose", [
+    ("aws", 120, "aws's"), ("gcp", 30, "gcp's"), ("azure", 30, "azure's"),
+    ("nebius", 120, "AWS's (the catalog has no spot notice for nebius)"),
+    (None, 120, "AWS's")])
+def test_the_spot_notice_is_the_providers(provider, notice_s, whose):
+    """Data, not code: catalog/data/reliability.yaml's spot-notice-<provider> rows, each
+    with its source; a given run.spot.notice_s wins."""
+    from infraplan.catalog import load_catalog
+    from infraplan.reliability.run_spec import SpotSpec
+    from infraplan.reliability.spot import provider_notice
+
+    assert provider_notice(provider) == (notice_s, whose)
+    assert SpotSpec().model(1.0, provider).notice_s == notice_s
+    assert SpotSpec().basis(provider)["notice"] == whose
+    assert SpotSpec(notice_s=45).model(1.0, provider).notice_s == 45
+    assert SpotSpec(notice_s=45).basis(provider)["notice"] == "run.spot.notice_s"
+    assert load_catalog().reliability.get("spot-notice-aws").value == AWS_NOTICE_S
+    for name in ("spot-notice-aws", "spot-notice-gcp", "spot-notice-azure"):
+        assert load_catalog().reliability.get(name).unit == "seconds"

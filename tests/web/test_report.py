@@ -504,6 +504,12 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
             "interruptions (failures and preemptions) and preemptions: means over the " \
             "trials." in section["paragraphs"]
         assert set(doc["run"]["strategies"]["spot"]["goodput"]) == {"p10", "p50", "mean"}
+        # whose spot notice and preemption rate, as the CLI says it
+        (spot_terms,) = [p for p in section["paragraphs"] if p.startswith("Spot capacity")]
+        assert spot_terms.startswith("Spot capacity (taken as nebius's, the catalog's "
+                                     "cheapest spot offer for h100-sxm5-80gb): notice 120 s, "
+                                     "AWS's (the catalog has no spot notice for nebius)")
+        assert "s" + spot_terms[1:-1] in cli
         for row in strategies["rows"]:  # the CLI's table row, cell for cell
             assert re.search(r"\s+".join(map(re.escape, row)), cli), row
         assert any(p.startswith("spot: ") and "cheaper than on-demand" in p

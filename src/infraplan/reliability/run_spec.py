@@ -27,6 +27,8 @@ from infraplan.reliability.spot import (
     DEFAULT_DISCOUNT,
     SpotModel,
     advisor_band_of,
+    default_rate_basis,
+    provider_notice,
     rate_from_monthly_fraction,
 )
 
@@ -39,7 +41,8 @@ class _Spec(StrictNumbers):
 
 
 class SpotSpec(_Spec):
-    """Spot capacity; defaults from reliability/spot.py (AWS notice, H100 advisor band)."""
+    """Spot capacity; defaults from reliability/spot.py: the notice of the spot offer's
+    provider, AWS's H100 advisor band for the preemption rate."""
 
     usd_per_gpu_hour: UsdPerGpuHour | None = Field(
         default=None, description="default: on-demand x (1 - discount); see price()")
@@ -50,7 +53,10 @@ class SpotSpec(_Spec):
                                                "see price())")
     monthly_interrupted_fraction: float | None = Field(default=None, ge=0, lt=1)
     advisor_band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
-    notice_s: float = Field(default=120.0, ge=0)
+    notice_s: float | None = Field(
+        default=None, ge=0, description="warning before a spot node goes (default: the "
+        "provider's of the catalog's cheapest spot offer for the job, catalog/data/"
+        "reliability.yaml: AWS 120 s, GCP 30 s, Azure 30 s; AWS's for others)")
     capacity_wait_mean_s: float = Field(default=3600.0, ge=0)
     restart_s: float = Field(default=600.0, ge=0)
 
@@ -127,15 +133,33 @@ class SpotSpec(_Spec):
             raise ValueError("has both advisor_band and monthly_interrupted_fraction: give one")
         return self
 
-    def model(self, spot_usd_per_gpu_hour: float) -> SpotModel:
-        """The spot capacity at a price (from price())."""
+    def model(self, spot_usd_per_gpu_hour: float, provider: str | None = None) -> SpotModel:
+        """The spot capacity at a price (from price()) rented from `provider` (its notice
+        is the default: spot.provider_notice)."""
         fraction = AWS_ADVISOR_BANDS[self.advisor_band] if self.advisor_band else \
             self.monthly_interrupted_fraction
         extra = {} if fraction is None else {
             "preemption_rate_per_node_s": rate_from_monthly_fraction(fraction)}
+        notice = provider_notice(provider)[0] if self.notice_s is None else self.notice_s
         return SpotModel(spot_usd_per_gpu_hour=spot_usd_per_gpu_hour,  # overrides a discount
-                         notice_s=self.notice_s, capacity_wait_mean_s=self.capacity_wait_mean_s,
+                         notice_s=notice, capacity_wait_mean_s=self.capacity_wait_mean_s,
                          restart_s=self.restart_s, **extra)
+
+    def basis(self, provider: str | None) -> dict[str, str]:
+        """Whose figures model() takes for the notice and the preemption rate."""
+        notice = "run.spot.notice_s" if self.notice_s is not None else \
+            provider_notice(provider)[1]
+        rate = f"run.spot.advisor_band {self.advisor_band!r} (its midpoint)" \
+            if self.advisor_band else "run.spot.monthly_interrupted_fraction" \
+            if self.monthly_interrupted_fraction is not None else default_rate_basis(provider)
+        return {"notice": notice, "preemption_rate": rate}
+
+
+def spot_provider(gpu: str, footprint: Footprint) -> str | None:
+    """The provider of the catalog's cheapest spot rental of the job's instances (whose
+    notice is the default), or None when the catalog has no spot offer for the GPU."""
+    rental, _ = _spot_offer(gpu, footprint)
+    return rental.offer.provider if rental else None
 
 
 def _spot_offer(gpu: str, footprint: Footprint):

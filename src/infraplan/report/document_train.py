@@ -139,6 +139,7 @@ def _strategies(sim) -> tuple[list[dict], list[str]]:
         return [], []
     title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
     paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
+    paragraphs += [line[0].upper() + line[1:] + "." for line in run_view.spot_lines(sim)]
     return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim))], [
         run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
         *run_view.against_on_demand(sim), *run_view.interval_lines(sim),

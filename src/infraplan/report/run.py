@@ -67,6 +67,19 @@ def price_lines(sim) -> list[str]:
             for k, v in sim.prices_usd_per_gpu_hour.items()]
 
 
+def spot_lines(sim) -> list[str]:
+    """The spot capacity's notice and preemption rate, and whose figures they are."""
+    t = sim.spot_terms
+    if t is None:
+        return []
+    whose = f"taken as {t['provider']}'s, the catalog's cheapest spot offer for {t['gpu']}" \
+        if t["provider"] else f"the catalog has no spot offer for {t['gpu']}"
+    return [f"spot capacity ({whose}): notice {t['notice_s']:g} s, {t['notice']}; preemptions "
+            f"of {t['monthly_interrupted_fraction'] * 100:.3g}% of nodes a month, "
+            f"{t['preemption_rate']}; capacity back after {run_length(t['capacity_wait_mean_s'])}"
+            f" on average, restart {_minutes(t['restart_s'])}"]
+
+
 def against_on_demand(sim) -> list[str]:
     """How much cheaper (or dearer) and longer each strategy runs than on-demand."""
     base, lines = sim.strategies.get("on_demand"), []
@@ -109,6 +122,7 @@ def run_report(name: str, sim) -> str:
                                                       "your fleet's"),
              "prices per GPU-hour:"]
     lines += ["  " + line for line in price_lines(sim)]
+    lines += spot_lines(sim)
     lines.append("")
     lines.append(table(STRATEGY_COLUMNS, strategy_rows(sim),
                        align_right=[2, 3, 4, 5, 6, 7, 8]))

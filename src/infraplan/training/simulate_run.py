@@ -35,6 +35,8 @@ from infraplan.reliability.checkpoint import (
 )
 from infraplan.reliability.failures import HOUR_S, FailureModel
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
+from infraplan.reliability.run_spec import spot_provider
+from infraplan.reliability.spot import MONTH_S
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
 from infraplan.training.plan_train import node_types, plan_training, scenario_job
@@ -90,6 +92,7 @@ class RunSimulation:
     prices_usd_per_gpu_hour: dict[str, float]
     price_sources: dict[str, str]  # where each price came from, for the reader
     reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
+    spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -152,7 +155,8 @@ class RunSimulation:
                                "write_s": cp.write_s, "daly_interval_s": cp.daly_interval_s,
                                "interval_s": cp.interval_s},
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
-                "price_sources": self.price_sources, "strategies": out,
+                "price_sources": self.price_sources, "spot": self.spot_terms,
+                "strategies": out,
                 "notes": self.notes}
 
 
@@ -171,7 +175,8 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
         raise InputError("simulate train needs training.tokens")
     gpu, n = plan.accelerator, plan.plan.num_gpus
     setup = run_setup(scenario, plan, arch)
-    prices, sources, spot, reserved_gpus = _prices(scenario, gpu, n, setup.gpus_per_node)
+    prices, sources, spot, spot_terms, reserved_gpus = _prices(scenario, gpu, n,
+                                                               setup.gpus_per_node)
     reserved_notes = (check_reserved_pool(scenario, plan, reserved_gpus, setup.gpus_per_node,
                                           arch) if reserved_gpus else [])
     work = scenario.training.tokens / plan.tokens_per_s
@@ -189,7 +194,7 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      trials=run.trials, seed=run.seed)
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
-                         reserved_notes=tuple(reserved_notes))
+                         reserved_notes=tuple(reserved_notes), spot_terms=spot_terms)
 
 
 def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
@@ -260,8 +265,10 @@ def _fallbacks(shrunk):
 
 
 def _prices(scenario, gpu: str, n: int, per_node: int):
-    """(prices, their sources, the spot model, reserved GPUs) of the strategies asked for:
-    spot and reserved must each be below on-demand, or the strategy could never pay."""
+    """(prices, their sources, the spot model, its terms and whose figures they are,
+    reserved GPUs) of the strategies asked for: spot and reserved must each be below
+    on-demand, or the strategy could never pay. Spot capacity is taken to be the provider's
+    of the catalog's cheapest spot rental for the job (run_spec.spot_provider): its notice."""
     run = scenario.run
     # prices: is the price of the scenario's pricing: (as plan train bills it); the other
     # strategies' prices come from run: or the catalog
@@ -276,7 +283,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         on_demand, basis = spec.priced(gpu, prices={}, pricing="on_demand",
                                        footprint=footprint)
     prices, sources = {"on_demand": on_demand}, {"on_demand": basis}
-    spot = None
+    spot, spot_terms = None, None
     if {"spot", "reserved_plus_spot"} & set(run.strategies):
         if "spot" in given and run.spot.usd_per_gpu_hour is None and run.spot.discount is None:
             prices["spot"], sources["spot"] = given["spot"], label
@@ -287,9 +294,16 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         else:
             prices["spot"], sources["spot"] = run.spot.price(
                 gpu, on_demand, scenario_priced="on_demand" in given, footprint=footprint)
-        spot = run.spot.model(prices["spot"])
+        provider = spot_provider(gpu, footprint)
+        spot = run.spot.model(prices["spot"], provider)
+        rate = spot.preemption_rate_per_node_s
+        spot_terms = {"provider": provider, "notice_s": spot.notice_s,
+                      "monthly_interrupted_fraction": -math.expm1(-rate * MONTH_S),
+                      "preemptions_per_node_hour": rate * HOUR_S,
+                      "capacity_wait_mean_s": spot.capacity_wait_mean_s,
+                      "restart_s": spot.restart_s, "gpu": gpu, **run.spot.basis(provider)}
     if "reserved_plus_spot" not in run.strategies:
-        return prices, sources, spot, 0
+        return prices, sources, spot, spot_terms, 0
     half = min(n, max(1, round(n / per_node / 2)) * per_node)  # half the GPUs, whole nodes
     if run.reserved is None:
         raise InputError("run.strategies has reserved_plus_spot but run.reserved is missing",
@@ -317,7 +331,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
                          f"${prices['reserved']:,.2f}{origin} is not below on-demand "
                          f"${on_demand:,.2f}, so a reservation could never pay",
                          fix=f"give run.reserved.usd_per_gpu_hour below ${on_demand:,.2f}")
-    return prices, sources, spot, reserved
+    return prices, sources, spot, spot_terms, reserved
 
 
 def _reserved_offer(gpu: str, footprint) -> tuple[float, str]:
