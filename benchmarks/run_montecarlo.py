@@ -51,8 +51,8 @@ def main() -> None:
         elapsed = time.perf_counter() - start
         rates[strategy] = args.trials / elapsed
         print(f"{strategy:>18}: wall p50 {result.wall_s.p50 / DAY_S:6.1f} d, p90 "
-              f"{result.wall_s.p90 / DAY_S:6.1f} d; goodput {result.goodput.mean:.3f}; cost "
-              f"${result.cost_usd.mean / 1e6:6.1f}M; interruptions "
+              f"{result.wall_s.p90 / DAY_S:6.1f} d; mean goodput {result.goodput.mean:.3f}, "
+              f"cost ${result.cost_usd.mean / 1e6:6.1f}M, interruptions "
               f"{result.interruptions.mean:6.0f}; interval {result.interval_s:.0f} s; "
               f"{elapsed:.2f} s")
     slowest = min(rates, key=rates.get)

@@ -255,7 +255,7 @@ def _run_simulate_train(args) -> int:
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
                 lambda: run_report(scenario.name or scenario.model, sim),
                 lambda: "; ".join(f"{k}: {run_length(d.wall_s.p50)}, ${d.cost_usd.p50:,.0f}"
-                                  for k, d in sim.strategies.items()))
+                                  for k, d in sim.strategies.items()) + " (p50)")
 
 
 def _run_plan_train(args) -> int:

@@ -440,8 +440,8 @@ class TrainScenario(_Spec):
 
         if self.run.checkpoint_storage or self.training.storage is None:
             return self.run.checkpoint_storage
-        shared = load_catalog().storage.get(self.training.storage).kind != "local-nvme"
-        return self.training.storage if shared else None
+        local = load_catalog().storage.get(self.training.storage).node_local
+        return None if local else self.training.storage
 
     def billed_costs(self) -> CostInputs:
         """costs: with the data and the checkpoints billed on the tiers the scenario names

@@ -89,3 +89,24 @@ def test_plan_for_a_large_job_is_async_cheap_and_blocking_costly():
     assert async_plan.blocking_s < sync_plan.blocking_s == sync_plan.write_s
     assert 0 < async_plan.waste_fraction < sync_plan.waste_fraction < 1
     assert async_plan.interval_s >= async_plan.write_s
+
+
+def test_daly_is_reported_apart_from_the_upload_it_is_raised_to():
+    """405B on 16,384 H100s to FSx for Lustre: Daly's interval for the 0.0139 s blocking
+    copy and the job's 11,135 s MTBF is 17.6 s, but the 5.68 TB upload takes 56.8 s. The
+    plan checkpoints every 56.8 s; that figure was reported as Daly's."""
+    n = param_counts(load_model("llama-3.1-405b")).total
+    tier = load_catalog().storage.get("fsx-lustre-p2-1000")
+    mtbf = llama3_failure_model().job_mtbf_s(16384)
+    plan = plan_checkpoints(n, tier, nodes=2048, num_gpus=16384, mtbf_s=mtbf)
+    assert mtbf == pytest.approx(11135, abs=1)
+    assert plan.blocking_s == pytest.approx(0.0139, abs=1e-4)
+    assert plan.write_s == pytest.approx(56.8, abs=0.05)
+    assert plan.daly_interval_s == pytest.approx(daly_interval_s(plan.blocking_s, mtbf))
+    assert plan.daly_interval_s == pytest.approx(17.6, abs=0.05)
+    assert plan.interval_s == plan.write_s and plan.raised_to_write
+    read_s = transfer_time_s(plan.size_bytes, tier, 2048, write=False)
+    assert plan.waste_fraction == pytest.approx(waste_fraction(  # at the interval used
+        plan.write_s, plan.blocking_s, mtbf, read_s))
+    small = plan_checkpoints(2e9, tier, nodes=8, num_gpus=64, mtbf_s=mtbf * 256)
+    assert small.interval_s == small.daly_interval_s and not small.raised_to_write

@@ -15,7 +15,7 @@ from infraplan.errors import InputError
 from infraplan.reliability import montecarlo
 from infraplan.reliability.checkpoint import daly_interval_s, plan_checkpoints, young_interval_s
 from infraplan.checks import check_number
-from infraplan.reliability.failures import FailureModel, from_run
+from infraplan.reliability.failures import FailureModel, from_rate, from_run
 from infraplan.reliability.montecarlo import (
     MAX_TRIAL_EVENTS,
     MAX_TRIALS,
@@ -51,6 +51,8 @@ def _plan(**fields):
     (lambda: from_run(0, 54, 16384, name="x"), "interruptions"),
     (lambda: from_run(NAN, 54, 16384, name="x"), "interruptions"),
     (lambda: from_run(10, 54, 0, name="x"), "gpus"),
+    (lambda: from_rate(0, name="run.failures_per_gpu_hour"), "run.failures_per_gpu_hour"),
+    (lambda: from_rate(NAN, name="run.failures_per_gpu_hour"), "run.failures_per_gpu_hour"),
     (lambda: FailureModel(-1e-9, "negative"), "rate_per_gpu_s"),
     (lambda: FailureModel(NAN, "nan"), "rate_per_gpu_s"),
     (lambda: SpotModel(spot_usd_per_gpu_hour=NAN), "spot_usd_per_gpu_hour"),

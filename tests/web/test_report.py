@@ -446,6 +446,42 @@ def test_yield_plan_is_simulate_trains_checkpoint_plan():
     assert sync_doc["checkpoints"]["blocking_s"] == pytest.approx(setup.checkpoint.write_s)
 
 
+def test_yield_plan_names_daly_apart_from_the_interval_used():
+    """405B on 16,384 H100s: the Yield plan's 'checkpoint interval (Daly)' read 56.8 s, the
+    5.68 TB upload the interval is raised to; Daly's own is 17.6 s (0.0139 s blocking, job
+    MTBF 11,135 s). Both are shown, and the goodput figure marks both."""
+    from infraplan.report.document_train import training_document
+    from infraplan.training.plan_train import plan_training
+    from infraplan.workloads import TrainScenario, load_scenario
+
+    scenario = TrainScenario.model_validate({
+        "model": "llama-3.1-405b", "prices": {"h100": 2.0}, "top": 1,
+        "training": {"tokens": 15.6e12, "global_batch": 2048, "seq_len": 8192},
+        "hardware": {"gpus": ["h100"], "counts": [16384]}})
+    doc = training_document(scenario, plan_training(scenario))
+    k = doc["checkpoints"]
+    assert k["daly_interval_s"] == pytest.approx(17.6, abs=0.05)
+    assert k["interval_s"] == k["write_s"] == pytest.approx(56.8, abs=0.05)
+    section = next(s for s in doc["sections"] if s["heading"] == "Yield plan")
+    texts = {i["label"]: i["text"] for i in section["items"]}
+    assert texts["checkpoint interval (Daly)"] == "17.6 s"
+    assert texts["checkpoint interval used"] == (
+        "56.8 s: Daly's raised to the checkpoint's upload, since a checkpoint cannot start "
+        "before the last one is durable")
+    marks = {t["name"]: t["x"][0] * 60 for t in doc["figures"]["goodput"]["data"]
+             if t["mode"] == "markers"}
+    assert marks == pytest.approx({"interval used": k["interval_s"],
+                                   "Daly's (shorter than the upload)": k["daly_interval_s"]})
+    # a checkpoint that lands well within Daly's interval: the interval is Daly's
+    small = load_scenario(str(EXAMPLES / "article-4-2b-spot.yaml"), TrainScenario)
+    small_doc = training_document(small, plan_training(small))
+    section = next(s for s in small_doc["sections"] if s["heading"] == "Yield plan")
+    texts = {i["label"]: i["text"] for i in section["items"]}
+    assert texts["checkpoint interval used"] == f"{texts['checkpoint interval (Daly)']}: Daly's"
+    assert [t["name"] for t in small_doc["figures"]["goodput"]["data"]] == \
+        ["goodput", "interval used"]
+
+
 def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
     """A scenario with run: asks for on-demand, spot and reserved runs; the report used to
     show none of them. Its table is simulate train's, row for row, and --seed reaches it."""
@@ -462,6 +498,18 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         (strategies,) = [t for t in section["tables"] if "pricing strategies" in t["title"]]
         assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
                                                       "reserved + spot burst"]
+        # the means are labelled as means, and a paragraph says what p50 and p90 are
+        assert strategies["columns"][-2:] == ["interruptions mean", "preemptions mean"]
+        assert "P50: the median trial; p90: 1 trial in 10 runs longer or costs more; " \
+            "interruptions (failures and preemptions) and preemptions: means over the " \
+            "trials." in section["paragraphs"]
+        assert set(doc["run"]["strategies"]["spot"]["goodput"]) == {"p10", "p50", "mean"}
+        # whose spot notice and preemption rate, as the CLI says it
+        (spot_terms,) = [p for p in section["paragraphs"] if p.startswith("Spot capacity")]
+        assert spot_terms.startswith("Spot capacity (taken as nebius's, the catalog's "
+                                     "cheapest spot offer for h100-sxm5-80gb): notice 120 s, "
+                                     "AWS's (the catalog has no spot notice for nebius)")
+        assert "s" + spot_terms[1:-1] in cli
         for row in strategies["rows"]:  # the CLI's table row, cell for cell
             assert re.search(r"\s+".join(map(re.escape, row)), cli), row
         assert any(p.startswith("spot: ") and "cheaper than on-demand" in p

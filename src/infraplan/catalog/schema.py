@@ -171,6 +171,12 @@ class StorageTier(Row):
     price_usd_per_gb_month: float | None = Field(default=None, ge=0)
     example_products: str = ""
 
+    @property
+    def node_local(self) -> bool:
+        """On the node's own disks (kind local-nvme): what is written there goes with the
+        node, on a failure of it or when a spot preemption takes it back."""
+        return self.kind == "local-nvme"
+
 
 class ModelEntry(Row):
     """A shipped architecture: an HF-style config.json beside this index."""

@@ -75,15 +75,24 @@ class CheckpointPlan:
     size_bytes: float
     blocking_s: float  # what training waits for per checkpoint
     write_s: float  # until the checkpoint is durable
-    interval_s: float
-    waste_fraction: float
+    interval_s: float  # the interval used: Daly's, raised to the write when shorter
+    waste_fraction: float  # at interval_s
+    daly_interval_s: float  # Daly's own, for blocking_s and the job's MTBF
+
+    @property
+    def raised_to_write(self) -> bool:
+        """Daly's interval is shorter than a checkpoint takes to become durable: the
+        interval used is the write, since a checkpoint cannot start before the last one
+        has landed."""
+        return self.interval_s > self.daly_interval_s
 
 
 def plan_checkpoints(num_params: float, tier: StorageTier, *, nodes: int, num_gpus: int,
                      mtbf_s: float, restart_s: float | None = None, asynchronous: bool = True,
                      host_copy_bytes_per_s_per_gpu: float = 25e9,
                      precision: str = "bf16", optimizer_name: str = "adamw") -> CheckpointPlan:
-    """Size, cost and Daly-optimal interval of a job's checkpoints.
+    """Size, cost and interval of a job's checkpoints: Daly's, or the write when that is
+    longer (a checkpoint starts only once the last one is durable).
 
     Asynchronous: training blocks only for the device-to-host copy, each GPU copying its
     shard over its host link (default 25 GB/s, a PCIe Gen5 x16 link's practical rate).
@@ -97,10 +106,12 @@ def plan_checkpoints(num_params: float, tier: StorageTier, *, nodes: int, num_gp
     blocking = size / (num_gpus * host_copy_bytes_per_s_per_gpu) if asynchronous else write
     restart = transfer_time_s(size, tier, nodes, write=False) if restart_s is None \
         else restart_s
-    interval = max(daly_interval_s(blocking, mtbf_s), write if asynchronous else blocking)
+    daly = daly_interval_s(blocking, mtbf_s)
+    interval = max(daly, write if asynchronous else blocking)
     return CheckpointPlan(size_bytes=size, blocking_s=blocking, write_s=write,
                           interval_s=interval,
-                          waste_fraction=waste_fraction(interval, blocking, mtbf_s, restart))
+                          waste_fraction=waste_fraction(interval, blocking, mtbf_s, restart),
+                          daly_interval_s=daly)
 
 
 def _check(checkpoint_s: float, mtbf_s: float) -> None:

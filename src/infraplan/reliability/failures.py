@@ -61,6 +61,14 @@ def from_run(interruptions: float, days: float, gpus: int, *, name: str) -> Fail
                               f"{gpus:,} GPUs) = {rate * HOUR_S:.3g} per GPU-hour")
 
 
+def from_rate(per_gpu_hour: float, *, name: str) -> FailureModel:
+    """A fleet's own rate, in interruptions per GPU-hour (a team's incident log: its
+    interruptions over the GPU-hours its jobs ran)."""
+    check_number(name, per_gpu_hour, gt=0, fix="give interruptions per GPU-hour, e.g. 2e-5")
+    return FailureModel(per_gpu_hour / HOUR_S, f"{name}: {per_gpu_hour:.3g} per GPU-hour "
+                                               f"(one every {1 / per_gpu_hour:,.0f} GPU-hours)")
+
+
 def llama3_failure_model() -> FailureModel:
     """The default: the Llama 3 405B pre-training run's unexpected interruptions."""
     figures = load_catalog().reliability

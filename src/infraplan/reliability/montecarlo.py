@@ -46,8 +46,8 @@ import numpy as np
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.reliability.checkpoint import CheckpointPlan, daly_interval_s
 from infraplan.checks import check_number
-from infraplan.reprs import compact_repr
 from infraplan.reliability.failures import FailureModel, llama3_failure_model
+from infraplan.reliability.outcomes import IntervalScan, RunDistribution, Samples, Stat
 from infraplan.reliability.spot import SpotModel
 
 HOUR_S = 3600.0
@@ -95,61 +95,6 @@ class TrainingRun:
         the upload (write_s); sync blocks for the whole write."""
         return cls(checkpoint_s=plan.blocking_s,
                    checkpoint_write_s=plan.write_s if asynchronous else 0.0, **fields)
-
-
-@dataclass(frozen=True)
-class Stat:
-    p50: float
-    p90: float
-    mean: float
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> Stat:
-        p50, p90 = np.percentile(values, [50, 90])
-        return cls(float(p50), float(p90), float(np.mean(values)))
-
-
-@dataclass(frozen=True, eq=False)
-class Samples:
-    """Per-trial outcomes (arrays of length `trials`)."""
-
-    wall_s: np.ndarray
-    cost_usd: np.ndarray
-    failures: np.ndarray
-    preemptions: np.ndarray
-
-    __repr__ = compact_repr
-
-
-@dataclass(frozen=True, eq=False)
-class IntervalScan:
-    """Mean wall time and goodput against the checkpoint interval (same seed at each)."""
-
-    intervals_s: np.ndarray
-    mean_wall_s: np.ndarray
-    mean_goodput: np.ndarray
-    best_interval_s: float
-    daly_interval_s: float
-
-    __repr__ = compact_repr
-
-
-@dataclass(frozen=True, eq=False)
-class RunDistribution:
-    """One strategy over `trials` trials; p90 is the 90th percentile of each quantity."""
-
-    strategy: str
-    trials: int
-    seed: int
-    interval_s: float
-    interval_source: str  # "given", "daly" or "scan"
-    wall_s: Stat
-    goodput: Stat  # work_s / wall_s: the effective training time ratio
-    cost_usd: Stat
-    interruptions: Stat  # failures + preemptions
-    preemptions: Stat
-    samples: Samples
-    scan: IntervalScan | None = None
 
 
 @dataclass(frozen=True)
@@ -202,18 +147,24 @@ def _emergency_saves(run: TrainingRun, mode: _Mode) -> bool:
 
 def _daly(run: TrainingRun, mode: _Mode) -> float:
     """Daly's interval for the rate of interruptions that lose work: failures, plus
-    preemptions when the notice is too short to save; at least w (one upload in flight)."""
+    preemptions when the notice is too short to save (inf when none does)."""
     lossy = mode.fail_full_per_s + (0.0 if _emergency_saves(run, mode) else mode.preempt_per_s)
-    tau = run.work_s if lossy == 0 else daly_interval_s(run.checkpoint_s, 1.0 / lossy)
-    return min(max(tau, run.checkpoint_write_s), run.work_s)
+    return math.inf if lossy == 0 else daly_interval_s(run.checkpoint_s, 1.0 / lossy)
 
 
-def _default_grid(run: TrainingRun, daly: float) -> np.ndarray:
-    """Daly x 1/4 ... 4, 25 points, geometric, none shorter than the upload w: a shorter
-    interval would start a checkpoint before the last one is durable (the model would
-    take overlapping uploads for free), as Daly's own interval is held to w."""
-    lo = max(0.25 * daly, run.checkpoint_write_s)
-    hi = max(4.0 * daly, lo)
+def _held(run: TrainingRun, daly: float) -> float:
+    """Daly's interval held to at least the upload w (one upload in flight: a checkpoint
+    cannot start before the last one is durable) and at most the work (a longer interval
+    takes no checkpoint either)."""
+    return min(max(daly, run.checkpoint_write_s), run.work_s)
+
+
+def _default_grid(run: TrainingRun, held: float) -> np.ndarray:
+    """Daly (held, _held) x 1/4 ... 4, 25 points, geometric, none shorter than the upload
+    w: a shorter interval would start a checkpoint before the last one is durable (the
+    model would take overlapping uploads for free)."""
+    lo = max(0.25 * held, run.checkpoint_write_s)
+    hi = max(4.0 * held, lo)
     return np.geomspace(lo, hi, 25) if hi > lo else np.array([lo])
 
 
@@ -335,11 +286,11 @@ def _simulate(run: TrainingRun, mode: _Mode, tau: float, trials: int, seed: int)
 
 
 def _summarise(run: TrainingRun, strategy: str, samples: Samples, *, trials: int, seed: int,
-               interval_s: float, source: str, scan: IntervalScan | None = None
+               interval_s: float, source: str, daly: float, scan: IntervalScan | None = None
                ) -> RunDistribution:
     return RunDistribution(
         strategy=strategy, trials=trials, seed=seed, interval_s=interval_s,
-        interval_source=source, wall_s=Stat.of(samples.wall_s),
+        interval_source=source, daly_interval_s=daly, wall_s=Stat.of(samples.wall_s),
         goodput=Stat.of(run.work_s / samples.wall_s), cost_usd=Stat.of(samples.cost_usd),
         interruptions=Stat.of(samples.failures + samples.preemptions),
         preemptions=Stat.of(samples.preemptions), samples=samples, scan=scan)
@@ -354,10 +305,10 @@ def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
     """Distribution of wall time, goodput, cost and interruptions of `run` under `strategy`.
 
     The checkpoint interval is `interval_s` if given, else Daly's (checkpoint.py) for the
-    rate of work-losing interruptions; with `optimise_interval` it is the grid point (default
-    _default_grid: Daly x 1/4 ... 4, none below the upload) with the least mean wall time,
-    and `scan` holds the curve (a given `interval_s` is refused with it, since it would not
-    be used).
+    rate of work-losing interruptions, raised to the upload w when shorter (source "upload");
+    with `optimise_interval` it is the grid point (default _default_grid: Daly x 1/4 ... 4,
+    none below the upload) with the least mean wall time, and `scan` holds the curve (a
+    given `interval_s` is refused with it, since it would not be used).
     Deterministic for a given seed. Refused before any draw: more than MAX_TRIALS trials, or
     more work than MAX_TRIAL_EVENTS (see _check_work)."""
     mode = _mode(run, strategy, spot, reserved_gpus, reserved_usd_per_gpu_hour)
@@ -372,12 +323,14 @@ def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
         raise InputError("interval_grid_s is scanned only with optimise_interval=True",
                          fix="pass optimise_interval=True, or drop interval_grid_s")
     daly = _daly(run, mode)
+    held = _held(run, daly)
     if not optimise_interval:
-        tau, source = (daly, "daly") if interval_s is None else (float(interval_s), "given")
+        tau, source = (float(interval_s), "given") if interval_s is not None else \
+            (held, "upload" if held > daly else "daly")
         _check_work(run, mode, [tau], trials)
         return _summarise(run, strategy, _simulate(run, mode, tau, trials, seed),
-                          trials=trials, seed=seed, interval_s=tau, source=source)
-    grid = _default_grid(run, daly) if interval_grid_s is None \
+                          trials=trials, seed=seed, interval_s=tau, source=source, daly=daly)
+    grid = _default_grid(run, held) if interval_grid_s is None \
         else np.asarray(interval_grid_s, float)
     if grid.size == 0 or not np.all((grid > 0) & np.isfinite(grid)):
         raise InputError("interval_grid_s must be a non-empty list of intervals > 0")
@@ -387,9 +340,10 @@ def simulate_run(run: TrainingRun, strategy: str = "on_demand", *,
     best = int(np.argmin(mean_wall))
     scan = IntervalScan(intervals_s=grid, mean_wall_s=mean_wall,
                         mean_goodput=np.array([np.mean(run.work_s / s.wall_s) for s in runs]),
-                        best_interval_s=float(grid[best]), daly_interval_s=daly)
+                        best_interval_s=float(grid[best]), daly_interval_s=daly,
+                        upload_s=run.checkpoint_write_s)
     return _summarise(run, strategy, runs[best], trials=trials, seed=seed,
-                      interval_s=float(grid[best]), source="scan", scan=scan)
+                      interval_s=float(grid[best]), source="scan", daly=daly, scan=scan)
 
 
 def compare_strategies(run: TrainingRun, *, spot: SpotModel | None = None,

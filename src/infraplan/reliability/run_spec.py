@@ -20,12 +20,15 @@ from infraplan.economics.instances import Footprint, rent
 from infraplan.economics.offers import offers_for
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.spec_checks import StrictNumbers
+from infraplan.reliability.failures import FailureModel, from_rate, llama3_failure_model
 from infraplan.reliability.montecarlo import MAX_TRIALS, STRATEGIES
 from infraplan.reliability.spot import (
     AWS_ADVISOR_BANDS,
     DEFAULT_DISCOUNT,
     SpotModel,
     advisor_band_of,
+    default_rate_basis,
+    provider_notice,
     rate_from_monthly_fraction,
 )
 
@@ -38,7 +41,8 @@ class _Spec(StrictNumbers):
 
 
 class SpotSpec(_Spec):
-    """Spot capacity; defaults from reliability/spot.py (AWS notice, H100 advisor band)."""
+    """Spot capacity; defaults from reliability/spot.py: the notice of the spot offer's
+    provider, AWS's H100 advisor band for the preemption rate."""
 
     usd_per_gpu_hour: UsdPerGpuHour | None = Field(
         default=None, description="default: on-demand x (1 - discount); see price()")
@@ -49,7 +53,10 @@ class SpotSpec(_Spec):
                                                "see price())")
     monthly_interrupted_fraction: float | None = Field(default=None, ge=0, lt=1)
     advisor_band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"] | None = None
-    notice_s: float = Field(default=120.0, ge=0)
+    notice_s: float | None = Field(
+        default=None, ge=0, description="warning before a spot node goes (default: the "
+        "provider's of the catalog's cheapest spot offer for the job, catalog/data/"
+        "reliability.yaml: AWS 120 s, GCP 30 s, Azure 30 s; AWS's for others)")
     capacity_wait_mean_s: float = Field(default=3600.0, ge=0)
     restart_s: float = Field(default=600.0, ge=0)
 
@@ -126,15 +133,33 @@ class SpotSpec(_Spec):
             raise ValueError("has both advisor_band and monthly_interrupted_fraction: give one")
         return self
 
-    def model(self, spot_usd_per_gpu_hour: float) -> SpotModel:
-        """The spot capacity at a price (from price())."""
+    def model(self, spot_usd_per_gpu_hour: float, provider: str | None = None) -> SpotModel:
+        """The spot capacity at a price (from price()) rented from `provider` (its notice
+        is the default: spot.provider_notice)."""
         fraction = AWS_ADVISOR_BANDS[self.advisor_band] if self.advisor_band else \
             self.monthly_interrupted_fraction
         extra = {} if fraction is None else {
             "preemption_rate_per_node_s": rate_from_monthly_fraction(fraction)}
+        notice = provider_notice(provider)[0] if self.notice_s is None else self.notice_s
         return SpotModel(spot_usd_per_gpu_hour=spot_usd_per_gpu_hour,  # overrides a discount
-                         notice_s=self.notice_s, capacity_wait_mean_s=self.capacity_wait_mean_s,
+                         notice_s=notice, capacity_wait_mean_s=self.capacity_wait_mean_s,
                          restart_s=self.restart_s, **extra)
+
+    def basis(self, provider: str | None) -> dict[str, str]:
+        """Whose figures model() takes for the notice and the preemption rate."""
+        notice = "run.spot.notice_s" if self.notice_s is not None else \
+            provider_notice(provider)[1]
+        rate = f"run.spot.advisor_band {self.advisor_band!r} (its midpoint)" \
+            if self.advisor_band else "run.spot.monthly_interrupted_fraction" \
+            if self.monthly_interrupted_fraction is not None else default_rate_basis(provider)
+        return {"notice": notice, "preemption_rate": rate}
+
+
+def spot_provider(gpu: str, footprint: Footprint) -> str | None:
+    """The provider of the catalog's cheapest spot rental of the job's instances (whose
+    notice is the default), or None when the catalog has no spot offer for the GPU."""
+    rental, _ = _spot_offer(gpu, footprint)
+    return rental.offer.provider if rental else None
 
 
 def _spot_offer(gpu: str, footprint: Footprint):
@@ -176,6 +201,11 @@ class RunSpec(_Spec):
     asynchronous: bool = Field(default=True, description="async checkpoint (host copy, then "
                                                          "upload while training)")
     failure_detection_s: float = Field(default=FAILURE_DETECTION_S, ge=0)
+    failures_per_gpu_hour: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="unexpected interruptions per GPU-hour, your fleet's own (a job on N "
+                    "GPUs is interrupted N times as often); default: the Llama 3 405B run's, "
+                    "419 in 54 days on 16,384 H100s = 1.97e-5 (reliability/failures.py)")
     strategies: tuple[Literal["on_demand", "spot", "reserved_plus_spot"], ...] = Field(
         default=STRATEGIES[:2], min_length=1, description="pricing strategies to compare "
         "(default: on_demand and spot, plus reserved_plus_spot when run.reserved is given)")
@@ -184,6 +214,12 @@ class RunSpec(_Spec):
     trials: int = Field(default=1000, ge=1, le=MAX_TRIALS)
     seed: int = Field(default=0, ge=0)
     optimise_interval: bool = Field(default=True, description="scan intervals around Daly's")
+
+    def failure_model(self) -> FailureModel:
+        """The interruption rate per GPU: run.failures_per_gpu_hour, else Llama 3 405B's."""
+        if self.failures_per_gpu_hour is None:
+            return llama3_failure_model()
+        return from_rate(self.failures_per_gpu_hour, name="run.failures_per_gpu_hour")
 
     @model_validator(mode="before")
     @classmethod
@@ -206,10 +242,20 @@ class RunSpec(_Spec):
     def _known_tier(cls, name: str | None) -> str | None:
         if name is None:
             return name
+        storage = load_catalog().storage
         try:
-            load_catalog().storage.get(name)
+            tier = storage.get(name)
         except UnknownNameError as exc:
             raise ValueError("is not a storage tier in the catalog; " + (
                 f"did you mean {', '.join(map(repr, exc.close))}?" if exc.close else
                 "'infraplan catalog storage' lists them")) from None
+        if tier.node_local:  # see DEFAULT_CHECKPOINT_TIER
+            shared = ", ".join(t.name for t in storage
+                               if not t.node_local and t.name != DEFAULT_CHECKPOINT_TIER)
+            raise InputError(
+                f"{name!r} is a node's own disk (kind: {tier.kind} in the storage catalog), "
+                "so a checkpoint there is not durable: it goes with the node whose failure "
+                "it should survive, and a spot preemption takes back every node of the job",
+                fix=f"write checkpoints to a shared tier: remove run.checkpoint_storage for "
+                    f"the default, {DEFAULT_CHECKPOINT_TIER}, or name one of {shared}")
         return name

@@ -2,18 +2,18 @@
 
 Sources (retrieved 2026-11-22):
 
-- Notice. AWS: "A Spot Instance interruption notice is a warning that is issued two minutes
-  before Amazon EC2 stops or terminates your Spot Instance" (EC2 User Guide, "Spot Instance
-  interruption notices", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-  spot-instance-termination-notices.html). GCP: "120 seconds between GCE ACPI G2 Soft Off and
-  ACPI G3 Mechanical Off for Standard VMs and 30 seconds for Spot VMs" (Compute Engine API,
-  `Scheduling.skipGuestOsShutdown`); GKE: a preemptible VM terminates 30 s after its notice.
+- Notice, by provider: data, catalog/data/reliability.yaml (spot-notice-<provider>, each
+  with its source): AWS two minutes (EC2 User Guide, "Spot Instance interruption notices"),
+  GCP 30 s (Compute Engine "Spot VMs", preemption process), Azure 30 s (Scheduled Events,
+  "Preempt"). provider_notice() reads it for the provider of the spot offer a run rents.
 - Preemption rate. AWS Spot Instance Advisor (aws.amazon.com/ec2/spot/instance-advisor/):
   "Frequency of interruption represents the rate at which Spot has reclaimed capacity during
   the trailing month", in bands of <5%, 5-10%, 10-15%, 15-20% and >20% (the wording of its
   data feed, spot-advisor-data.json). AWS publishes bands, not rates; a third-party snapshot of
   the Advisor put H100 (p5) instances in the 10-20% bands (Thunder Compute, "GPU Spot Instance
-  Interruption Rates", May 2025; 15-20% in Feb 2026). GCP publishes no rate.
+  Interruption Rates", May 2025; 15-20% in Feb 2026). GCP publishes no rate; Azure shows
+  eviction-rate bands per size and region in its portal, none sourced here for GPUs. So every
+  provider gets AWS's figure (DEFAULT_MONTHLY_FRACTION), and the output says so.
 - Discount. GCP: Spot VMs "at a discount of up to 91%" (60-91% in older versions of the page,
   "Create and use Spot VMs"). H100 spot list prices: CoreWeave $19.71 vs $49.24 on-demand
   for 8 GPUs, 60% off (coreweave.com/pricing, read 2026-09-20); Nebius preemptible $10.00 vs
@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infraplan.catalog import load_catalog
 from infraplan.errors import UnknownNameError
 from infraplan.checks import check_number
 
-AWS_NOTICE_S = 120.0  # EC2 User Guide: two minutes
-GCP_NOTICE_S = 30.0  # Compute Engine API: 30 s from soft off to hard off for Spot VMs
+AWS_NOTICE_S = 120.0  # SpotModel's default: EC2 User Guide, two minutes (spot-notice-aws)
 MONTH_S = 30 * 86400.0  # the Advisor's "trailing month", taken as 30 days
 
 # Spot Instance Advisor bands -> a representative monthly interrupted fraction: the band's
@@ -73,6 +73,24 @@ DEFAULT_DISCOUNT = 0.6
 # ESTIMATE: H100 (p5) sat in the 10-20% bands (third-party snapshot above): 15% a month is
 # 2.26e-4 per node-hour, one preemption every 184 days per node, every 2.2 h for 2,048 nodes.
 DEFAULT_MONTHLY_FRACTION = 0.15
+
+
+def provider_notice(provider: str | None) -> tuple[float, str]:
+    """(seconds of warning before a spot instance of `provider` goes, whose figure it is):
+    the catalog's spot-notice-<provider> row, else AWS's two minutes."""
+    rows = load_catalog().reliability
+    if provider is not None and f"spot-notice-{provider}" in rows:
+        return rows.get(f"spot-notice-{provider}").value, f"{provider}'s"
+    return rows.get("spot-notice-aws").value, \
+        f"AWS's (the catalog has no spot notice for {provider})" if provider else "AWS's"
+
+
+def default_rate_basis(provider: str | None) -> str:
+    """Whose figure the default preemption rate is, for spot capacity of `provider`."""
+    other = "" if provider == "aws" else \
+        f"; the catalog has none for {provider}" if provider else ""
+    return (f"AWS's figure, an ESTIMATE from the Spot Instance Advisor's 10-20% bands for H100 "
+            f"(p5) instances{other}")
 
 
 @dataclass(frozen=True)

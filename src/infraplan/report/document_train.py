@@ -70,6 +70,7 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     numbers = {"storage_tier": setup.tier.name, "asynchronous": setup.asynchronous,
                "size_bytes": plan.size_bytes, "blocking_s": plan.blocking_s,
                "write_s": plan.write_s, "interval_s": plan.interval_s,
+               "daly_interval_s": plan.daly_interval_s,
                "waste_fraction": plan.waste_fraction, "restart_s": restart_s,
                "failure_detection_s": scenario.run.failure_detection_s,
                "run_goodput": hardware.calibration("run-goodput"),
@@ -78,7 +79,8 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
                    gpus, best.time_to_train_s) if best.time_to_train_s else None}
     figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
-                                                         restart_s))
+                                                         restart_s),
+                                daly_interval_s=plan.daly_interval_s)
     return numbers, figure
 
 
@@ -137,8 +139,21 @@ def _strategies(sim) -> tuple[list[dict], list[str]]:
         return [], []
     title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
     paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
+    paragraphs += [line[0].upper() + line[1:] + "." for line in run_view.spot_lines(sim)]
     return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim))], [
-        *paragraphs, *run_view.against_on_demand(sim), run_view.trials_line(sim) + "."]
+        run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
+        *run_view.against_on_demand(sim), *run_view.interval_lines(sim),
+        run_view.trials_line(sim) + "."]
+
+
+def _interval_used(k: dict) -> str:
+    """The interval used, and why it is not Daly's when it is longer."""
+    used = duration_text(k["interval_s"])
+    if k["interval_s"] <= k["daly_interval_s"]:
+        return f"{used}: Daly's"
+    write = "upload" if k["asynchronous"] else "write"
+    return (f"{used}: Daly's raised to the checkpoint's {write}, since a checkpoint cannot "
+            "start before the last one is durable")
 
 
 def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
@@ -158,7 +173,9 @@ def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
         item(f"training blocked per checkpoint ({mode})", k["blocking_s"],
              duration_text(k["blocking_s"])),
         item("checkpoint durable after", k["write_s"], duration_text(k["write_s"])),
-        item("checkpoint interval (Daly)", k["interval_s"], duration_text(k["interval_s"])),
+        item("checkpoint interval (Daly)", k["daly_interval_s"],
+             duration_text(k["daly_interval_s"])),
+        item("checkpoint interval used", k["interval_s"], _interval_used(k)),
         item("restart (failure detection + reload)", k["restart_s"],
              f"{duration_text(k['restart_s'])}: {duration_text(k['failure_detection_s'])} "
              f"detection + {duration_text(k['restart_s'] - k['failure_detection_s'])} reload"),

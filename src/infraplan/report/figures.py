@@ -245,23 +245,29 @@ def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict
 
 
 def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
-                   chosen_interval_s: float, waste: Callable[[float], float]) -> dict:
+                   chosen_interval_s: float, waste: Callable[[float], float], *,
+                   daly_interval_s: float | None = None) -> dict:
     """Share of wall time doing useful work, 1 - waste(interval), over checkpoint intervals
-    around the chosen (Daly) one; `waste` is reliability.checkpoint.waste_fraction bound to
-    the job's checkpoint cost, MTBF and restart time."""
+    around the chosen one (Daly's, or the upload when Daly's is shorter: then Daly's is
+    marked too); `waste` is reliability.checkpoint.waste_fraction bound to the job's
+    checkpoint cost, MTBF and restart time."""
     lo = max(blocking_s, chosen_interval_s / 30.0)
     hi = min(max(chosen_interval_s * 30.0, lo * 10), mtbf_s * 4)
     intervals = np.geomspace(lo, max(hi, lo * 2), 80)
     goodput = [max(0.0, 1.0 - waste(float(t))) for t in intervals]
     best = max(0.0, 1.0 - waste(chosen_interval_s))
     minutes = intervals / 60.0
+    daly = [] if daly_interval_s is None or daly_interval_s >= chosen_interval_s else [
+        {"type": "scatter", "mode": "markers", "name": "Daly's (shorter than the upload)",
+         "x": [daly_interval_s / 60.0], "y": [max(0.0, 1.0 - waste(daly_interval_s))],
+         "marker": {"symbol": "circle-open", "size": 12, "color": "#c4424d"}}]
     return {"data": [
         {"type": "scatter", "mode": "lines", "name": "goodput", "x": minutes.tolist(),
          "y": goodput, "line": {"color": COLORS[0], "width": 2},
          "hovertemplate": "every %{x:.1f} min: %{y:.2%}<extra></extra>"},
-        {"type": "scatter", "mode": "markers", "name": "chosen interval (Daly)",
+        {"type": "scatter", "mode": "markers", "name": "interval used",
          "x": [chosen_interval_s / 60.0], "y": [best],
-         "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}],
+         "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}, *daly],
         "layout": _layout(f"Goodput vs checkpoint interval (MTBF {mtbf_s / 3600:.1f} h)",
                           "checkpoint interval (minutes, log scale)", "goodput",
                           xaxis={"type": "log", **log_ticks(minutes[0], minutes[-1])},

@@ -3,6 +3,8 @@ strategy, the checkpoint plan behind them, and goodput against the checkpoint in
 
 from __future__ import annotations
 
+import math
+
 from infraplan.report.terminal import table
 from infraplan.units import format_bytes, run_length
 
@@ -12,6 +14,21 @@ LABELS = {"on_demand": "on-demand", "spot": "spot",
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min"
+
+
+def _short(seconds: float) -> str:
+    return f"{seconds:.3g} s" if seconds < 60 else _minutes(seconds)
+
+
+def daly_text(daly_s: float, upload_s: float) -> str:
+    """Daly's interval, and the upload it is raised to when shorter: 'Daly 17.6 s, raised
+    to the 56.8 s upload: ...'."""
+    if not math.isfinite(daly_s):
+        return "Daly: none needed, no interruption loses work"
+    if daly_s >= upload_s:
+        return f"Daly {_short(daly_s)}"
+    return (f"Daly {_short(daly_s)}, raised to the {_short(upload_s)} upload: a checkpoint "
+            "cannot start before the last one is uploaded")
 
 
 def decimals(fractions, least: int = 1) -> int:
@@ -25,7 +42,11 @@ def decimals(fractions, least: int = 1) -> int:
 
 
 STRATEGY_COLUMNS = ["strategy", "checkpoint every", "wall p50", "wall p90", "goodput p50",
-                    "cost p50", "cost p90", "interruptions", "of them preemptions"]
+                    "cost p50", "cost p90", "interruptions mean", "preemptions mean"]
+# what the columns' statistics are, under the table
+COLUMNS_LINE = ("p50: the median trial; p90: 1 trial in 10 runs longer or costs more; "
+                "interruptions (failures and preemptions) and preemptions: means over the "
+                "trials")
 
 
 def strategy_rows(sim) -> list[list[str]]:
@@ -33,7 +54,8 @@ def strategy_rows(sim) -> list[list[str]]:
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
         rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
-                     run_length(d.wall_s.p50), run_length(d.wall_s.p90), f"{d.goodput.p50:.{places}%}",
+                     run_length(d.wall_s.p50), run_length(d.wall_s.p90),
+                     f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
     return rows
@@ -43,6 +65,19 @@ def price_lines(sim) -> list[str]:
     """Each strategy's price per GPU-hour and where it comes from."""
     return [f"{k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
             for k, v in sim.prices_usd_per_gpu_hour.items()]
+
+
+def spot_lines(sim) -> list[str]:
+    """The spot capacity's notice and preemption rate, and whose figures they are."""
+    t = sim.spot_terms
+    if t is None:
+        return []
+    whose = f"taken as {t['provider']}'s, the catalog's cheapest spot offer for {t['gpu']}" \
+        if t["provider"] else f"the catalog has no spot offer for {t['gpu']}"
+    return [f"spot capacity ({whose}): notice {t['notice_s']:g} s, {t['notice']}; preemptions "
+            f"of {t['monthly_interrupted_fraction'] * 100:.3g}% of nodes a month, "
+            f"{t['preemption_rate']}; capacity back after {run_length(t['capacity_wait_mean_s'])}"
+            f" on average, restart {_minutes(t['restart_s'])}"]
 
 
 def against_on_demand(sim) -> list[str]:
@@ -60,6 +95,13 @@ def against_on_demand(sim) -> list[str]:
     return lines
 
 
+def interval_lines(sim) -> list[str]:
+    """Why a strategy checkpoints less often than Daly's interval (not scanned)."""
+    return [f"{LABELS[key]} checkpoints every {_short(d.interval_s)}: "
+            f"{daly_text(d.daly_interval_s, d.interval_s)}"
+            for key, d in sim.strategies.items() if d.interval_source == "upload"]
+
+
 def trials_line(sim) -> str:
     first = next(iter(sim.strategies.values()))
     return (f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
@@ -75,20 +117,26 @@ def run_report(name: str, sim) -> str:
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
              f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             f"failure rate: {setup.failures.derivation}" + (
+                 "" if setup.failures_given else "; run.failures_per_gpu_hour sets "
+                                                      "your fleet's"),
              "prices per GPU-hour:"]
     lines += ["  " + line for line in price_lines(sim)]
+    lines += spot_lines(sim)
     lines.append("")
     lines.append(table(STRATEGY_COLUMNS, strategy_rows(sim),
                        align_right=[2, 3, 4, 5, 6, 7, 8]))
+    lines.append(COLUMNS_LINE)
     lines += against_on_demand(sim)
+    lines += interval_lines(sim)
     scanned = next(((k, d.scan) for k, d in sim.strategies.items() if d.scan is not None),
                    None)
     if scanned is not None:
         key, scan = scanned
         # the mean over trials, not the table's median: a run that is rarely interrupted
         # has a median trial with no failure, whose goodput is checkpointing's alone
-        lines += ["", f"{LABELS[key]} mean goodput vs checkpoint interval (Daly: "
-                  f"{_minutes(scan.daly_interval_s)}):"]
+        lines += ["", f"{LABELS[key]} mean goodput vs checkpoint interval "
+                  f"({daly_text(scan.daly_interval_s, scan.upload_s)}):"]
         picks = range(0, len(scan.intervals_s), max(1, len(scan.intervals_s) // 8))
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
         lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "

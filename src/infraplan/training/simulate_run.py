@@ -3,7 +3,8 @@
 The planner gives the steady-state step (no failures); this module turns it into a run:
 work W = tokens / tokens-per-second of failure-free compute, checkpoints of the model and
 optimizer state written to the scenario's storage tier (reliability/checkpoint.py), the
-interruption rate of a job of that size (reliability/failures.py, from Llama 3 405B), and
+interruption rate of a job of that size (reliability/failures.py: run.failures_per_gpu_hour,
+else the Llama 3 405B run's), and
 spot capacity (reliability/spot.py); reliability/montecarlo.py draws the run `trials` times
 per pricing strategy, each at its best checkpoint interval, and reports wall time, goodput
 and compute cost as distributions.
@@ -32,8 +33,10 @@ from infraplan.reliability.checkpoint import (
     plan_checkpoints,
     transfer_time_s,
 )
-from infraplan.reliability.failures import FailureModel, llama3_failure_model
+from infraplan.reliability.failures import HOUR_S, FailureModel
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
+from infraplan.reliability.run_spec import spot_provider
+from infraplan.reliability.spot import MONTH_S
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
 from infraplan.training.plan_train import node_types, plan_training, scenario_job
@@ -49,8 +52,9 @@ class RunSetup:
     nodes: int
     gpus_per_node: int
     failures: FailureModel
+    failures_given: bool  # run.failures_per_gpu_hour, not the default (Llama 3 405B's)
     mtbf_s: float  # the job's mean time between interruptions
-    checkpoint: CheckpointPlan  # Daly interval and first-order waste with restart_s
+    checkpoint: CheckpointPlan  # its interval (Daly's or the write) and first-order waste
     restart_s: float  # run.failure_detection_s + reading the checkpoint back
     asynchronous: bool
 
@@ -65,7 +69,7 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
                                 scenario.hardware.system).system.accelerators_per_node
     nodes = math.ceil(n / per_node)
     tier = load_catalog().storage.get(scenario.checkpoint_tier)
-    failures = llama3_failure_model()
+    failures = run.failure_model()
     mtbf = failures.job_mtbf_s(n)
     params = param_counts(arch or load_model(scenario.model)).total
     size = checkpoint_bytes(params, precision=plan.precision,
@@ -75,7 +79,8 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
                           asynchronous=run.asynchronous, precision=plan.precision,
                           optimizer_name=training.optimizer)
     return RunSetup(tier=tier, nodes=nodes, gpus_per_node=per_node, failures=failures,
-                    mtbf_s=mtbf, checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)
+                    failures_given=run.failures_per_gpu_hour is not None, mtbf_s=mtbf,
+                    checkpoint=cp, restart_s=restart, asynchronous=run.asynchronous)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class RunSimulation:
     prices_usd_per_gpu_hour: dict[str, float]
     price_sources: dict[str, str]  # where each price came from, for the reader
     reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
+    spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -118,29 +124,39 @@ class RunSimulation:
                 "draw only this job's failures, preemptions and checkpoints")
 
     def to_json(self) -> dict:
-        def stat(s):
+        """Each distribution as its median, mean and bad tail: p90 of wall time, cost and
+        interruptions (1 trial in 10 is longer, dearer, more interrupted), p10 of goodput
+        (1 in 10 is lower), so that the tail shown is always the one to plan for."""
+        def high(s):
             return {"p50": s.p50, "p90": s.p90, "mean": s.mean}
 
         out = {}
         for name, d in self.strategies.items():
             out[name] = {"interval_s": d.interval_s, "interval_source": d.interval_source,
-                         "wall_s": stat(d.wall_s), "goodput": stat(d.goodput),
-                         "cost_usd": stat(d.cost_usd), "interruptions": stat(d.interruptions),
-                         "preemptions": stat(d.preemptions), "trials": d.trials,
+                         "daly_interval_s": d.daly_interval_s, "wall_s": high(d.wall_s),
+                         "goodput": {"p10": d.goodput.p10, "p50": d.goodput.p50,
+                                     "mean": d.goodput.mean},
+                         "cost_usd": high(d.cost_usd), "interruptions": high(d.interruptions),
+                         "preemptions": high(d.preemptions), "trials": d.trials,
                          "seed": d.seed}
             if d.scan is not None:
                 out[name]["scan"] = {"intervals_s": d.scan.intervals_s.tolist(),
                                      "mean_goodput": d.scan.mean_goodput.tolist(),
-                                     "daly_interval_s": d.scan.daly_interval_s}
+                                     "daly_interval_s": d.scan.daly_interval_s,
+                                     "upload_s": d.scan.upload_s}
         cp = self.checkpoint
         return {"plan": self.plan.to_json(), "work_s": self.work_s,
                 "restart_s": self.restart_s, "job_mtbf_s": self.mtbf_s,
+                "failures": {"per_gpu_hour": self.setup.failures.rate_per_gpu_s * HOUR_S,
+                             "derivation": self.setup.failures.derivation},
                 "checkpoint": {"storage_tier": self.setup.tier.name,
                                "asynchronous": self.setup.asynchronous,
                                "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
-                               "write_s": cp.write_s, "daly_interval_s": cp.interval_s},
+                               "write_s": cp.write_s, "daly_interval_s": cp.daly_interval_s,
+                               "interval_s": cp.interval_s},
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
-                "price_sources": self.price_sources, "strategies": out,
+                "price_sources": self.price_sources, "spot": self.spot_terms,
+                "strategies": out,
                 "notes": self.notes}
 
 
@@ -159,7 +175,8 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
         raise InputError("simulate train needs training.tokens")
     gpu, n = plan.accelerator, plan.plan.num_gpus
     setup = run_setup(scenario, plan, arch)
-    prices, sources, spot, reserved_gpus = _prices(scenario, gpu, n, setup.gpus_per_node)
+    prices, sources, spot, spot_terms, reserved_gpus = _prices(scenario, gpu, n,
+                                                               setup.gpus_per_node)
     reserved_notes = (check_reserved_pool(scenario, plan, reserved_gpus, setup.gpus_per_node,
                                           arch) if reserved_gpus else [])
     work = scenario.training.tokens / plan.tokens_per_s
@@ -177,7 +194,7 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      trials=run.trials, seed=run.seed)
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
-                         reserved_notes=tuple(reserved_notes))
+                         reserved_notes=tuple(reserved_notes), spot_terms=spot_terms)
 
 
 def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
@@ -248,8 +265,10 @@ def _fallbacks(shrunk):
 
 
 def _prices(scenario, gpu: str, n: int, per_node: int):
-    """(prices, their sources, the spot model, reserved GPUs) of the strategies asked for:
-    spot and reserved must each be below on-demand, or the strategy could never pay."""
+    """(prices, their sources, the spot model, its terms and whose figures they are,
+    reserved GPUs) of the strategies asked for: spot and reserved must each be below
+    on-demand, or the strategy could never pay. Spot capacity is taken to be the provider's
+    of the catalog's cheapest spot rental for the job (run_spec.spot_provider): its notice."""
     run = scenario.run
     # prices: is the price of the scenario's pricing: (as plan train bills it); the other
     # strategies' prices come from run: or the catalog
@@ -264,7 +283,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         on_demand, basis = spec.priced(gpu, prices={}, pricing="on_demand",
                                        footprint=footprint)
     prices, sources = {"on_demand": on_demand}, {"on_demand": basis}
-    spot = None
+    spot, spot_terms = None, None
     if {"spot", "reserved_plus_spot"} & set(run.strategies):
         if "spot" in given and run.spot.usd_per_gpu_hour is None and run.spot.discount is None:
             prices["spot"], sources["spot"] = given["spot"], label
@@ -275,9 +294,16 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         else:
             prices["spot"], sources["spot"] = run.spot.price(
                 gpu, on_demand, scenario_priced="on_demand" in given, footprint=footprint)
-        spot = run.spot.model(prices["spot"])
+        provider = spot_provider(gpu, footprint)
+        spot = run.spot.model(prices["spot"], provider)
+        rate = spot.preemption_rate_per_node_s
+        spot_terms = {"provider": provider, "notice_s": spot.notice_s,
+                      "monthly_interrupted_fraction": -math.expm1(-rate * MONTH_S),
+                      "preemptions_per_node_hour": rate * HOUR_S,
+                      "capacity_wait_mean_s": spot.capacity_wait_mean_s,
+                      "restart_s": spot.restart_s, "gpu": gpu, **run.spot.basis(provider)}
     if "reserved_plus_spot" not in run.strategies:
-        return prices, sources, spot, 0
+        return prices, sources, spot, spot_terms, 0
     half = min(n, max(1, round(n / per_node / 2)) * per_node)  # half the GPUs, whole nodes
     if run.reserved is None:
         raise InputError("run.strategies has reserved_plus_spot but run.reserved is missing",
@@ -305,7 +331,7 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
                          f"${prices['reserved']:,.2f}{origin} is not below on-demand "
                          f"${on_demand:,.2f}, so a reservation could never pay",
                          fix=f"give run.reserved.usd_per_gpu_hour below ${on_demand:,.2f}")
-    return prices, sources, spot, reserved
+    return prices, sources, spot, spot_terms, reserved
 
 
 def _reserved_offer(gpu: str, footprint) -> tuple[float, str]:
