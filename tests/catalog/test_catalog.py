@@ -305,6 +305,20 @@ def test_the_engine_listing_states_each_release_rule():
     assert kv_memory["vllm"] == "0.90 of total"
 
 
+def test_the_storage_listing_shows_write_totals_beside_read_totals():
+    """EFS reads at 20 GiB/s in all but writes at 1 GiB/s: a 988 GB checkpoint takes
+    about 920 s, not the 46 s its read total suggested when the write total was hidden."""
+    from infraplan.report.catalog import storage
+
+    headers, rows, _ = storage()
+    column = {h: i for i, h in enumerate(headers)}
+    row = {r[0]: r for r in rows}
+    efs = row["aws-efs-elastic"]
+    assert efs[column["read / write GB/s total"]] == "21.5 / 1.07"  # 20 and 1 GiB/s in GB/s
+    assert efs[column["read / write GB/s/node"]] == "1.57 / 1.57"  # 1,500 MiB/s
+    assert row["ddn-exascaler-ai400x2"][column["read / write GB/s total"]] == "360 / 260"
+    assert row["local-nvme-8x-u2"][column["read / write GB/s total"]] == "scales with nodes"
+
 def test_static_batches_reach_the_executor_from_0_10_when_a_release_is_named(tmp_path):
     """TensorRT-LLM 0.10 moved static batches onto the in-flight batcher: a release from
     0.10 gets the rule, an older one the contiguous cache, and a deployment that names no

@@ -11,10 +11,6 @@ from infraplan.report.terminal import table
 from infraplan.units import GIGA, GiB, TERA, format_count
 
 
-def _gb(x):
-    return None if x is None else round(x / GIGA, 2)
-
-
 def gpus() -> tuple[list[str], list[list], list[dict]]:
     headers = ["name", "memory GiB", "HBM TB/s", "16-bit TFLOP/s", "fp8 TFLOP/s", "TDP W",
                "scale-up link", "GB/s/dir", "form"]
@@ -76,14 +72,25 @@ def networks() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def _read_write(read, write, missing: str) -> str:
+    """'21.5 / 1.07': a read and a write rate in GB/s, three significant figures."""
+    if read is None and write is None:
+        return missing
+    return " / ".join("?" if x is None else f"{x / GIGA:.3g}" for x in (read, write))
+
+
 def storage() -> tuple[list[str], list[list], list[dict]]:
-    headers = ["name", "kind", "read GB/s/node", "write GB/s/node", "read GB/s total",
+    """Per-node and whole-tier rates, read and write side by side: a checkpoint's write
+    time is bounded by the write total, often far below the read total (EFS: 21.5 / 1.07)."""
+    headers = ["name", "kind", "read / write GB/s/node", "read / write GB/s total",
                "latency ms", "$/GB-month"]
     rows, data = [], []
     for s in load_catalog().storage:
-        rows.append([s.name, s.kind, _gb(s.read_bytes_per_s_per_node),
-                     _gb(s.write_bytes_per_s_per_node),
-                     _gb(s.read_bytes_per_s_aggregate) or "scales",
+        rows.append([s.name, s.kind,
+                     _read_write(s.read_bytes_per_s_per_node, s.write_bytes_per_s_per_node,
+                                 "-"),
+                     _read_write(s.read_bytes_per_s_aggregate, s.write_bytes_per_s_aggregate,
+                                 "scales with nodes"),
                      f"{s.latency_s * 1e3:g}",
                      "-" if s.price_usd_per_gb_month is None else s.price_usd_per_gb_month])
         data.append(s.model_dump(mode="json"))
