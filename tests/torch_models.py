@@ -355,3 +355,51 @@ def saved_activation_bytes(model, ids, targets) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = model(ids, targets)
     return sum(storages.values()), loss
+
+
+class _Held:
+    """A saved tensor while autograd holds it: counts its storage in `live` until freed."""
+
+    def __init__(self, tensor, live):
+        self.tensor, self.live = tensor, live
+        storage = tensor.untyped_storage()
+        self.key = storage.data_ptr()
+        live.hold(self.key, storage.nbytes())
+
+    def __del__(self):
+        self.live.release(self.key)
+
+
+class _Live:
+    def __init__(self, params):
+        self.params, self.count, self.nbytes = params, {}, {}
+        self.now = self.peak = 0
+
+    def hold(self, key, nbytes):
+        if key in self.params:
+            return
+        if not self.count.get(key):
+            self.nbytes[key] = nbytes
+            self.now += nbytes
+            self.peak = max(self.peak, self.now)
+        self.count[key] = self.count.get(key, 0) + 1
+
+    def release(self, key):
+        if key in self.params:
+            return
+        self.count[key] -= 1
+        if not self.count[key]:
+            self.now -= self.nbytes.pop(key)
+            del self.count[key]
+
+
+def peak_saved_activation_bytes(model, ids, targets) -> int:
+    """The most bytes autograd holds for backward at any moment of one forward and
+    backward, de-duplicated by storage, without the parameters: with recompute, the saved
+    inputs plus what a checkpointed segment's backward rebuilds (the hooks also see the
+    recomputation, which runs inside backward)."""
+    live = _Live({p.untyped_storage().data_ptr() for p in model.parameters()})
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: _Held(t, live),
+                                                  lambda held: held.tensor):
+        model(ids, targets).backward()
+    return live.peak

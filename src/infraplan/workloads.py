@@ -28,6 +28,8 @@ MAX_SEQ_LEN = 2**27
 MAX_TRAINING_TOKENS = 1e16
 MAX_GLOBAL_BATCH = 2**30
 MAX_ACCELERATORS = 2**17
+# A memory scenario's sequence length when it names none, as `infraplan memory`'s flags
+DEFAULT_SEQ_LEN = 4096
 
 # The knobs' choices, named once for the scenarios here and the web requests that set them
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -82,7 +84,8 @@ class Parallelism(_Spec):
 
 
 class Training(_Spec):
-    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN, description="tokens per sequence")
+    seq_len: int = Field(default=DEFAULT_SEQ_LEN, ge=1, le=MAX_SEQ_LEN,
+                         description="tokens per sequence")
     global_batch: int | None = Field(default=None, ge=1, le=MAX_GLOBAL_BATCH,
                                      description="sequences per optimizer step")
     tokens: float | None = Field(default=None, gt=0, le=MAX_TRAINING_TOKENS,
@@ -121,7 +124,7 @@ class MemoryScenario(_Spec):
     model: str = Field(description="catalog model name or a config.json path (relative to "
                                    "the scenario file)")
     hardware: Hardware
-    training: Training
+    training: Training = Training()  # every field has a default, as the flag form's
     parallelism: Parallelism = Parallelism()
     finetune: FineTune = FineTune()
 
@@ -191,20 +194,30 @@ def scenario_from(raw: Any, path: Path, model: type[_Spec] = MemoryScenario,
         if on_disk(local):
             raw["model"] = str(local)
     spec = parse_spec(raw, model, path.name)
-    _check_model(spec.model, path)
+    _check_names(spec, path)
     return spec
 
 
-def _check_model(name: str, path: Path) -> None:
-    """The scenario's model, looked up when the file is read so that a miss names the file
-    and the field as every other key's does (it surfaced when planning, as a bare 'unknown
-    model')."""
+def _check_names(spec: _Spec, path: Path) -> None:
+    """The names a scenario's own validators do not look up: its model, and a memory
+    scenario's accelerator and LoRA targets. Looked up when the file is read, so that a
+    miss names the file and the field as every other key's does, a plan scenario's GPUs
+    among them (they surfaced when planning, as a bare 'unknown model', 'unknown
+    accelerator', 'unknown LoRA target'). The flag form, with no file, keeps the bare
+    message: the flag it names is the user's own."""
+    from infraplan.catalog import accelerator
     from infraplan.models import load_model  # the catalog's models: loaded on first use
+    from infraplan.physics.memory.states import lora_targets
 
-    try:
-        load_model(name, base_dir=path.parent)
-    except InputError as exc:
-        raise InputError(f"{path.name}: model: {exc.message}", fix=exc.fix) from None
+    lookups = [("model:", lambda: load_model(spec.model, base_dir=path.parent))]
+    if isinstance(spec, MemoryScenario):
+        lookups += [("hardware.gpu", lambda: accelerator(spec.hardware.gpu)),
+                    ("finetune.lora_targets", lambda: lora_targets(spec.finetune.lora_targets))]
+    for field, lookup in lookups:
+        try:
+            lookup()
+        except InputError as exc:
+            raise InputError(f"{path.name}: {field} {exc.message}", fix=exc.fix) from None
 
 
 DROP = object()  # an override that removes the file's key (see fit_check.memory_overrides)

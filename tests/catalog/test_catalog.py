@@ -305,6 +305,43 @@ def test_the_engine_listing_states_each_release_rule():
     assert kv_memory["vllm"] == "0.90 of total"
 
 
+def test_the_storage_listing_shows_write_totals_beside_read_totals():
+    """EFS reads at 20 GiB/s in all but writes at 1 GiB/s: a 988 GB checkpoint takes
+    about 920 s, not the 46 s its read total suggested when the write total was hidden."""
+    from infraplan.report.catalog import storage
+
+    headers, rows, _ = storage()
+    column = {h: i for i, h in enumerate(headers)}
+    row = {r[0]: r for r in rows}
+    efs = row["aws-efs-elastic"]
+    assert efs[column["read / write GB/s total"]] == "21.5 / 1.07"  # 20 and 1 GiB/s in GB/s
+    assert efs[column["read / write GB/s/node"]] == "1.57 / 1.57"  # 1,500 MiB/s
+    assert row["ddn-exascaler-ai400x2"][column["read / write GB/s total"]] == "360 / 260"
+    assert row["local-nvme-8x-u2"][column["read / write GB/s total"]] == "scales with nodes"
+
+
+def test_s3_writes_a_checkpoint_no_faster_than_one_prefix_takes_puts():
+    """It wrote 988 GB from 64 nodes in 1.33 s (12.5 GB/s per node, no cap), 8x faster
+    than FSx at 100 GB/s. AWS documents >= 3,500 PUT/s and 5,500 GET/s per partitioned
+    prefix; the S3 Connector for PyTorch uploads 8 MiB parts: one prefix takes 29.4 GB/s
+    of writes, 46.1 GB/s of reads, and the listing says what its total stands for."""
+    from infraplan.reliability.checkpoint import transfer_time_s
+    from infraplan.report.catalog import render
+
+    s3 = CATALOG.storage.get("s3-standard")
+    part = 8 * 2**20
+    write_s = transfer_time_s(987.75e9, s3, 64)
+    assert write_s == pytest.approx(0.1 + 987.75e9 / (3_500 * part), rel=1e-12)  # 33.7 s
+    assert transfer_time_s(987.75e9, s3, 64, write=False) == pytest.approx(
+        0.1 + 987.75e9 / (5_500 * part), rel=1e-12)
+    fsx = CATALOG.storage.get("fsx-lustre-p2-1000")
+    assert write_s > transfer_time_s(987.75e9, fsx, 64)
+    # one node alone is still bounded by its own 100 Gb/s
+    assert transfer_time_s(100e9, s3, 1) == pytest.approx(0.1 + 100e9 / 12.5e9)
+    listing = render("storage")
+    assert "46.1 / 29.4 *" in listing
+    assert "* s3-standard total: one S3 prefix not yet partitioned" in listing
+
 def test_static_batches_reach_the_executor_from_0_10_when_a_release_is_named(tmp_path):
     """TensorRT-LLM 0.10 moved static batches onto the in-flight batcher: a release from
     0.10 gets the rule, an older one the contiguous cache, and a deployment that names no

@@ -253,7 +253,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
      "training.seq_lenn is not a known key; did you mean 'seq_len'?"),
     ("model: llama-3.1-8b\nhardware: {gpu: h100, num_gpus: -4}\ntraining: {seq_len: 2048}\n",
      "hardware.num_gpus must be >= 1 (got -4)"),
-    ("model: llama-3.1-8b\nhardware: {gpu: h100}\n", "training is required"),
+    # catalog names a memory scenario holds name the file and the field, as a plan
+    # scenario's do (they read "unknown accelerator 'h1000'..." with neither)
+    ("model: llama-3.1-8b\nhardware: {gpu: h1000, num_gpus: 8}\n",
+     "error: scenario.yaml: hardware.gpu unknown accelerator 'h1000'; did you mean "
+     "'h100-sxm5-80gb', "),
+    ("model: llama-3.1-8b\nhardware: {gpu: h100}\n"
+     "finetune: {method: lora, lora_rank: 8, lora_targets: [qproj]}\n",
+     "error: scenario.yaml: finetune.lora_targets unknown LoRA target 'qproj'; did you mean "
+     "'q_proj', "),
     ("- just\n- a list\n", "holds a list, not keys. To fix: write a mapping of keys (model, "
                            "hardware, training, ...)"),
     ("", "scenario.yaml is empty"),
@@ -324,6 +332,20 @@ def test_bad_scenario_files(tmp_path, capsys, content, fragment):
     code, _, err = run(capsys, "memory", str(path))
     assert code == 2 and fragment in err and err.count("\n") == 1
 
+
+
+def test_a_memory_scenario_without_training_reads_as_the_flags_do(tmp_path, capsys):
+    """Every training field has a default (4096-token sequences, as --seq-len's): the
+    section is optional, as the flag form needs none (it was 'training is required')."""
+    path = tmp_path / "scenario.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: {gpu: h100}\n")
+    code, out, _ = run(capsys, "memory", str(path), "--json")
+    from_file = json.loads(out)
+    code_flags, out, _ = run(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100",
+                             "--json")
+    assert code == code_flags == 1  # 8B with AdamW on one H100 does not fit
+    assert from_file["options"]["seq_len"] == 4096
+    assert from_file == json.loads(out)
 
 TRAIN = ("model: llama-3.1-8b\ntraining: {tokens: 1.0e9, global_batch: 64, seq_len: 2048}\n"
          "hardware: {gpus: [h100], counts: [8, -8]}\n")

@@ -14,7 +14,8 @@ from infraplan.training.plan import ParallelPlan
 from tests.conftest import require
 
 torch = require("torch")
-from tests.torch_models import Decoder, add_lora, saved_activation_bytes  # noqa: E402
+from tests.torch_models import (Decoder, add_lora, peak_saved_activation_bytes,  # noqa: E402
+                                saved_activation_bytes)
 
 GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=3, n_head=4, n_inner=256, vocab_size=97,
             n_positions=64, resid_pdrop=0.0, attn_pdrop=0.0)
@@ -45,9 +46,9 @@ def build(cfg, dtype=torch.float32, **kwargs):
     return Decoder(cfg, **kwargs).to(dtype).train()
 
 
-def batch(cfg):
+def batch(cfg, seq=SEQ):
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, cfg["vocab_size"], (BATCH, SEQ), generator=g)
+    ids = torch.randint(0, cfg["vocab_size"], (BATCH, seq), generator=g)
     return ids, torch.roll(ids, -1, dims=1)
 
 
@@ -134,3 +135,50 @@ def test_lora_saved_activation_bytes_match(targets, recompute):
                              MemoryOptions(seq_len=SEQ, precision="fp32", finetune="lora",
                                            lora_rank=8, lora_targets=targets))
     assert report.activations_bytes == pytest.approx(measured, rel=0.02)
+
+
+
+# Narrow layers, a small vocabulary and longer sequences: the eager attention core's s x s
+# probabilities, which selective recompute rebuilds, outgrow the MLP, LM head and loss
+# tensors freed before it. Last: the widths (in units of h) of the inputs the toy's eager
+# core copies when it re-runs, besides its s x s bool causal mask. Its 4-D matmuls make
+# contiguous copies of q (RoPE'd in [b, s, a, d]) and, for GPT-2's split QKV, of k and v,
+# beside the checkpointed originals; Megatron's core (baddbmm over strided [s, b*a, d]
+# views, an in-kernel causal mask) keeps neither, and the model follows Megatron.
+LONG_LLAMA = dict(LLAMA, hidden_size=32, intermediate_size=32, vocab_size=17,
+                  max_position_embeddings=128)
+LONG_GPT2 = dict(GPT2, n_embd=32, n_inner=32, vocab_size=17, n_positions=128)
+PEAK_CASES = [(label, cfg, attention, fused, dropout, kernels, "full", SEQ, 0)
+              for label, cfg, attention, fused, dropout, kernels in CASES] + [
+    ("llama-eager-long", LONG_LLAMA, "eager", False, 0.0, "eager", "selective", 128, 1),
+    ("gpt2-eager-long", LONG_GPT2, "eager", False, 0.1, "eager", "selective", 128, 3)]
+
+
+@pytest.mark.parametrize(
+    "label, cfg, attention, fused, dropout, kernels, recompute, seq, copied_h", PEAK_CASES,
+    ids=[f"{c[0]}-{c[6]}" for c in PEAK_CASES])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_recompute_peak_holds_one_rebuilt_layer(label, cfg, attention, fused, dropout,
+                                                kernels, recompute, seq, copied_h, dtype):
+    """Recompute rebuilds one layer (full) or one attention core (selective) inside that
+    layer's backward: the step's peak of saved tensors is the saved activations plus what
+    the rebuild needs beyond the tensors freed before it (the LM head's and the loss's;
+    for the core also its layer's MLP and out-projection). Where that rebuild is the
+    larger transient, the recomputed-layer and loss-logit parts together are it."""
+    model = build(cfg, getattr(torch, dtype), attention=attention, fused=fused,
+                  dropout=dropout, recompute=recompute, fused_loss=kernels == "fused")
+    measured = peak_saved_activation_bytes(model, *batch(cfg, seq))
+    arch = arch_of(cfg, dropout)
+    report = training_memory(
+        arch, "cpu-server", ParallelPlan(micro_batch=BATCH, recompute=recompute),
+        MemoryOptions(seq_len=seq, precision="fp32" if dtype == "float32" else "bf16",
+                      kernels=kernels))
+    parts = report.overhead_parts
+    assert parts["recomputed_layer"] > 0
+    predicted = (report.activations_bytes + parts["recomputed_layer"]
+                 + parts["loss_logits_transient"])
+    toy_copies = (seq * seq + BATCH * seq * copied_h * arch.hidden_size
+                  * getattr(torch, dtype).itemsize) if copied_h else 0
+    assert predicted + toy_copies == pytest.approx(measured, rel=0.02)
+    # the saved activations alone fall short by more than the tolerance
+    assert report.activations_bytes < 0.95 * measured

@@ -96,6 +96,38 @@ def test_full_recompute_keeps_only_layer_inputs(kernels, logit_bytes):
     assert edges == 4096 * (8 + 2 * 4096 + 4 + 2 * 4096 + logit_bytes * arch.vocab_size + 8)
 
 
+
+def test_full_recompute_holds_one_rebuilt_layer_beside_the_saved_inputs():
+    """Chen et al. 2016 (Sec. 4): checkpointing keeps the segment inputs plus one
+    segment's internals while its backward runs. Llama-2-7B, fused kernels, 16-bit: a
+    layer saves, per token, its input, norm inputs, QKV and MLP GEMM inputs (2h each,
+    replicated over TP), two fp32 rstd (4 each), q 2h, k and v 4h, attention output 2h,
+    the log-sum-exp 4 a, gate|up 4f and the down projection's input 2f (sharded by t).
+    Rebuilding it holds all but the input, which is already saved."""
+    arch = load_model("llama-2-7b")
+    h, f, a, s = arch.hidden_size, arch.mlp.intermediate_size, 32, 4096
+    replicated = 6 * h + 2 * 4  # without the layer input
+    tensor = 2 * h + 4 * h + 2 * h + 4 * a + 6 * f
+    options = MemoryOptions(seq_len=s)
+    # the first of 4 stages holds 4 micro-batches of its 8 layers' inputs, then rebuilds
+    # one layer; sequence parallelism shards the replicated tensors by t as well
+    first = training_memory(arch, "h100", ParallelPlan(tp=2, pp=4, dp=1, recompute="full",
+                                                       sequence_parallel=True), options)
+    assert first.pipeline_rank == 0
+    assert first.overhead_parts["recomputed_layer"] == s * (replicated + tensor) / 2
+    # and, of each micro-batch, the token ids (8 bytes, replicated)
+    assert first.activations_bytes == s * 4 * (8 * 2 * h + 8) / 2
+    no_sp = training_memory(arch, "h100", ParallelPlan(tp=2, pp=4, dp=1,
+                                                       recompute="full"), options)
+    assert no_sp.overhead_parts["recomputed_layer"] == s * (replicated + tensor / 2)
+    # one stage: the LM head and the loss run, and free their tensors, before the last
+    # layer is rebuilt, so only the excess over them adds (fused loss: 16-bit logits)
+    single = training_memory(arch, "h100", ParallelPlan(tp=2, recompute="full",
+                                                        sequence_parallel=True), options)
+    head = (2 * h + 4 + 2 * h + 8) / 2 + 2 * arch.vocab_size / 2  # norm, LM head, targets
+    assert single.overhead_parts["recomputed_layer"] == pytest.approx(
+        s * ((replicated + tensor) / 2 - head))
+
 def test_qlora_keeps_base_weights_in_nf4_and_trains_only_adapters():
     arch = load_model("llama-3.1-8b")
     counts = param_counts(arch)

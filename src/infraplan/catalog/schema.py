@@ -167,6 +167,9 @@ class StorageTier(Row):
     read_bytes_per_s_aggregate: BytesPerS | None = Field(
         default=None, description="whole file system; None = scales with nodes")
     write_bytes_per_s_aggregate: BytesPerS | None = None
+    aggregate_basis: str = Field(
+        default="", description="what the aggregates stand for when they are not the whole "
+                                "tier's (an object store's prefix), shown with them")
     latency_s: Seconds
     price_usd_per_gb_month: float | None = Field(default=None, ge=0)
     example_products: str = ""

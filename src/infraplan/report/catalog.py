@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import Engine, ReleaseRange
 from infraplan.economics.offers import load_offers
@@ -9,10 +11,6 @@ from infraplan.errors import InputError
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
 from infraplan.units import GIGA, GiB, TERA, format_count
-
-
-def _gb(x):
-    return None if x is None else round(x / GIGA, 2)
 
 
 def gpus() -> tuple[list[str], list[list], list[dict]]:
@@ -76,18 +74,36 @@ def networks() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
+def _read_write(read, write, missing: str) -> str:
+    """'21.5 / 1.07': a read and a write rate in GB/s, three significant figures."""
+    if read is None and write is None:
+        return missing
+    return " / ".join("?" if x is None else f"{x / GIGA:.3g}" for x in (read, write))
+
+
 def storage() -> tuple[list[str], list[list], list[dict]]:
-    headers = ["name", "kind", "read GB/s/node", "write GB/s/node", "read GB/s total",
+    """Per-node and whole-tier rates, read and write side by side: a checkpoint's write
+    time is bounded by the write total, often far below the read total (EFS: 21.5 / 1.07)."""
+    headers = ["name", "kind", "read / write GB/s/node", "read / write GB/s total",
                "latency ms", "$/GB-month"]
     rows, data = [], []
     for s in load_catalog().storage:
-        rows.append([s.name, s.kind, _gb(s.read_bytes_per_s_per_node),
-                     _gb(s.write_bytes_per_s_per_node),
-                     _gb(s.read_bytes_per_s_aggregate) or "scales",
+        rows.append([s.name, s.kind,
+                     _read_write(s.read_bytes_per_s_per_node, s.write_bytes_per_s_per_node,
+                                 "-"),
+                     _read_write(s.read_bytes_per_s_aggregate, s.write_bytes_per_s_aggregate,
+                                 "scales with nodes") + (" *" if s.aggregate_basis else ""),
                      f"{s.latency_s * 1e3:g}",
                      "-" if s.price_usd_per_gb_month is None else s.price_usd_per_gb_month])
         data.append(s.model_dump(mode="json"))
     return headers, rows, data
+
+
+def storage_footnotes() -> list[str]:
+    """What each starred total stands for, when it is not the whole tier's."""
+    return [textwrap.fill(f"* {s.name} total: {s.aggregate_basis}", width=100,
+                          subsequent_indent="  ")
+            for s in load_catalog().storage if s.aggregate_basis]
 
 
 def _releases(rule: ReleaseRange) -> str:
@@ -189,6 +205,7 @@ def sibling_offers(name: str) -> str:
 
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
             "storage": storage, "engines": engines, "offers": offers, "prices": offers}
+FOOTNOTES = {"storage": storage_footnotes}  # lines under a listing's table
 
 
 def render(kind: str, listing: tuple | None = None, what: str | None = None) -> str:
@@ -201,5 +218,6 @@ def render(kind: str, listing: tuple | None = None, what: str | None = None) -> 
     if len(rows) == 1 and label.split()[0].endswith("s"):  # "1 offer of v100-sxm2-32gb"
         first, *rest = label.split(" ", 1)
         label = " ".join([first[:-1], *rest])
-    return table(headers, rows, align_right=numeric) + f"\n\n{len(rows)} {label}; every row " \
-        "has a source and a retrieval date (--json shows them)."
+    notes = "".join(f"\n{line}" for line in FOOTNOTES.get(kind, list)())
+    return table(headers, rows, align_right=numeric) + notes + f"\n\n{len(rows)} {label}; " \
+        "every row has a source and a retrieval date (--json shows them)."

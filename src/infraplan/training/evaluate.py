@@ -96,7 +96,9 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
                            capacity_bytes: float) -> PlanArrays:
     """Replace AUTO_RECOMPUTE codes by selective recompute plus full recompute of the fewest
     layers per pipeline rank that make the plan fit (Megatron-LM --recompute-method block
-    --recompute-num-layers N). Memory is linear in that share, so it is solved directly."""
+    --recompute-num-layers N). Memory is linear in that share once one layer is fully
+    recomputed (the saved tensors fall linearly; the layer rebuilt in the backward is a
+    whole one from the first), so it is solved directly on (0, 1]."""
     auto = p.recompute == AUTO_RECOMPUTE
     if not auto.any():
         return p
@@ -109,8 +111,13 @@ def resolve_auto_recompute(arch: ModelArch, job: TrainingJob, p: PlanArrays,
             micro_batch=sub.mb, num_microbatches=sub.microbatches, recompute=code,
             ep_overlap=sub.ep_overlap)["total"]
 
-    selective, full = total(1.0), total(2.0)
-    share = np.clip((selective - capacity_bytes) / np.maximum(selective - full, 1.0), 0, 1)
+    # memory at a share s > 0 is mixed + s (full - mixed) / (1 - tiny), `mixed` at s = tiny:
+    # the saved tensors of all-selective layers with a whole layer rebuilt
+    tiny = 1e-6
+    selective, mixed, full = total(1.0), total(1.0 + tiny), total(2.0)
+    share = np.clip((mixed - capacity_bytes) / np.maximum(mixed - full, 1.0) * (1 - tiny),
+                    0, 1)
+    share = np.where(selective <= capacity_bytes, 0.0, share)
     layers = np.ceil(arch.num_layers / sub.pp)
     share = np.ceil(share * layers - 1e-9) / layers  # whole layers
     recompute = p.recompute.copy()

@@ -16,8 +16,9 @@ from infraplan.models.arch import ModelArch
 from infraplan.training.memory import (MemoryReport, memory_for_scenario, min_gpus_for_states,
                                        suggest_fixes)
 
-# a scenario without a file: one accelerator, 4096-token sequences, the rest as the spec says
-FLAG_DEFAULTS = {"hardware": {"num_gpus": 1}, "training": {"seq_len": 4096}}
+# a scenario without a file: one accelerator, the rest as the spec says (4096-token
+# sequences: workloads.DEFAULT_SEQ_LEN)
+FLAG_DEFAULTS = {"hardware": {"num_gpus": 1}}
 FLAG_PATHS = {
     "model": "model", "gpu": "hardware.gpu", "num_gpus": "hardware.num_gpus",
     **{k: f"parallelism.{k}" for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero",

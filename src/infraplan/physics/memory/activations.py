@@ -156,6 +156,17 @@ def layer_terms(arch: ModelArch, *, kernels: str = "fused", moe_layer: bool = Fa
     return _attention(arch, kernels, widths) + _mlp(arch, kernels, widths, moe_layer)
 
 
+def freed_before_core(arch: ModelArch, *, kernels: str = "fused", moe_layer: bool = False,
+                      widths: Widths = Widths(2, 2)) -> list[Term]:
+    """What a layer's backward frees before it reaches the attention core: in a pre-norm
+    layer (x + attn(norm(x)), then + mlp(norm(x))) the MLP half's backward runs first, then
+    the out-projection's and the attention residual's. (The fused profile's attention
+    output is also flash attention's saved output, held until the core's backward.)"""
+    after = [t for t in _attention(arch, kernels, widths)
+             if t.gemm == "o" or t.name == "attn_residual_dropout_mask"]
+    return after + _mlp(arch, kernels, widths, moe_layer)
+
+
 def embedding_terms(arch: ModelArch, widths: Widths) -> list[Term]:
     """First pipeline stage: the token ids the embedding's backward indexes with."""
     terms = [Term("input_ids", INDEX_BYTES, "replicated")]

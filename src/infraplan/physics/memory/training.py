@@ -78,6 +78,11 @@ class _LayerBytes:
     tensor: np.ndarray
     per_key: np.ndarray
 
+    @classmethod
+    def of(cls, by_mode: list[np.ndarray]) -> _LayerBytes:
+        """From one (replicated, tensor, per_key) row per recompute mode."""
+        return cls(*np.stack(by_mode).T)
+
 
 def _trainable_gemm(term: act.Term, targets: frozenset[str] | None) -> bool:
     """Whether a GEMM-input term is kept: always in full training; under LoRA only for the
@@ -100,7 +105,21 @@ def _sum_by_scaling(terms, targets, drop_core: bool) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def _layer_bytes(arch: ModelArch, options: MemoryOptions, moe_layer: bool) -> _LayerBytes:
+def _layer_bytes(arch: ModelArch, options: MemoryOptions, moe_layer: bool
+                 ) -> tuple[_LayerBytes, _LayerBytes]:
+    """(what one layer saves for its backward, what its backward rebuilds while it runs),
+    per token, by recompute mode.
+
+    Recomputation rebuilds a checkpointed segment inside that segment's backward, one
+    segment at a time: the peak is the saved segment inputs plus one segment's internals
+    (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", Sec. 4: O(n/k)
+    + O(k)). Under full recompute the segment is a whole layer, re-run from its saved
+    input as its backward starts: all it would save without recompute, less that input
+    (already held). Under selective recompute it is the layer's attention core, re-run
+    after the layer's MLP and out-projection have freed theirs, so less those. Checked
+    against the tensors PyTorch autograd holds over a whole step
+    (tests/physics/test_against_pytorch.py).
+    """
     widths = _widths(options)
     terms = act.layer_terms(arch, kernels=options.kernels, moe_layer=moe_layer, widths=widths)
     targets = _targets(options)
@@ -113,8 +132,12 @@ def _layer_bytes(arch: ModelArch, options: MemoryOptions, moe_layer: bool) -> _L
     none = _sum_by_scaling(terms, targets, drop_core=False)
     selective = _sum_by_scaling(terms, targets, drop_core=True)
     full = np.array([full_input, 0.0, 0.0])
-    stacked = np.stack([none, selective, full])  # (mode, class)
-    return _LayerBytes(*stacked.T)
+    core = _sum_by_scaling([t for t in terms if t.role == "core"], targets, drop_core=False)
+    freed = _sum_by_scaling(act.freed_before_core(arch, kernels=options.kernels,
+                                                  moe_layer=moe_layer, widths=widths),
+                            targets, drop_core=False)
+    return (_LayerBytes.of([none, selective, full]),
+            _LayerBytes.of([np.zeros(3), core - freed, none - full]))
 
 
 def _widths(options: MemoryOptions) -> act.Widths:
@@ -221,17 +244,19 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, etp, zero, sp, 
     # FSDP / ZeRO-3 gather the full parameters of the current and the prefetched layer.
     gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * wb * (
         stages.max_layer_dense / tp + stages.max_layer_experts / (etp * ep)), 0.0)
-    activations, loss_transient = _activations(arch, options, stages, pp, vp, rank, tp=tp,
-                                               cp=cp, sp=sp, mb=mb, m=m, rc=rc, extra=epo)
+    activations, loss_transient, recomputed = _activations(
+        arch, options, stages, pp, vp, rank, tp=tp, cp=cp, sp=sp, mb=mb, m=m, rc=rc,
+        extra=epo)
     gpus = tp * pp * dp * cp
     overheads = {
         "cuda_context": np.full_like(activations, overhead_constant("cuda-context")),
         "communication_buffers": np.where(gpus > 1,
                                           overhead_constant("communication-buffers"), 0.0),
         "loss_logits_transient": loss_transient,
+        "recomputed_layer": recomputed,
         "zero3_gathered_layers": gathered,
         "allocator_fragmentation": overhead_constant("allocator-fragmentation")
-        * (activations + loss_transient + gathered),
+        * (activations + loss_transient + recomputed + gathered),
     }
     overhead = sum(overheads.values())
     total = weights + gradients + optimizer + activations + overhead
@@ -242,23 +267,36 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, etp, zero, sp, 
 
 
 def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc, extra):
-    """Saved activations on `rank` and the loss's transient logits on the last rank;
-    `extra` more chunk passes in flight than the schedule alone holds."""
+    """Saved activations on `rank`, the loss's transient logits on the last rank, and what
+    one layer's recomputation adds at its peak; `extra` more chunk passes in flight than
+    the schedule alone holds."""
     tokens = mb * options.seq_len / cp  # tokens of one micro-batch on this accelerator
     keys = float(options.seq_len)  # eager attention scores every key of the sequence
     rep_div = np.where(sp > 0, tp, 1.0)
     weights = recompute_weights(rc)
 
+    def mode_bytes(lb: _LayerBytes, i: int):
+        # Korthikanti et al. 2022: sequence parallelism shards the replicated tensors by t
+        return lb.replicated[i] / rep_div + lb.tensor[i] / tp + lb.per_key[i] * keys / tp
+
     def per_token(lb: _LayerBytes):
-        return sum(w * (lb.replicated[i] / rep_div + lb.tensor[i] / tp
-                        + lb.per_key[i] * keys / tp) for i, w in enumerate(weights))
+        return sum(w * mode_bytes(lb, i) for i, w in enumerate(weights))
+
+    def rebuilt(lb: _LayerBytes):
+        """The largest one layer's backward rebuilds, over the modes this rank's layers run."""
+        return np.maximum.reduce([np.where(w > 0, mode_bytes(lb, i), 0.0)
+                                  for i, w in enumerate(weights)])
 
     n_layers = stages.layers[rank]
     n_moe = stages.moe_layers[rank]
-    dense_b = per_token(_layer_bytes(arch, options, False))
-    layer_b = dense_b if n_moe == 0 else (
-        (n_layers - n_moe) * dense_b + n_moe * per_token(_layer_bytes(arch, options, True))
-    ) / max(n_layers, 1.0)
+    dense_saved, dense_rebuilt = _layer_bytes(arch, options, False)
+    layer_b = per_token(dense_saved)
+    layer_rebuilt = rebuilt(dense_rebuilt) if n_layers > n_moe else 0.0
+    if n_moe:
+        moe_saved, moe_rebuilt = _layer_bytes(arch, options, True)
+        layer_b = ((n_layers - n_moe) * layer_b + n_moe * per_token(moe_saved)
+                   ) / max(n_layers, 1.0)
+        layer_rebuilt = np.maximum(layer_rebuilt, rebuilt(moe_rebuilt))
     units = inflight_layer_units(rank, pp, vp, m, n_layers, extra)
     total = tokens * layer_b * units
     first, last = _edge_bytes(arch, options)
@@ -266,8 +304,14 @@ def _activations(arch, options, stages, pp, vp, rank, *, tp, cp, sp, mb, m, rc, 
         total = total + tokens * inflight_microbatches(rank, pp, m, extra) * (
             first[0] / rep_div + first[1] / tp)
     loss_transient = np.zeros_like(total)
+    recompute = tokens * layer_rebuilt + np.zeros_like(total)
     if rank == pp - 1:
-        total = total + tokens * (last[0] / rep_div + last[1] / tp)
+        head = tokens * (last[0] / rep_div + last[1] / tp)
+        total = total + head
         loss_transient = tokens * act.loss_transient_bytes_per_token(
             arch, _widths(options), options.kernels) / tp
-    return total, loss_transient
+        # The last rank's backward runs the loss and the head before its last layer's
+        # recompute and frees their tensors first: the recompute peak shares memory with
+        # them, and adds only what it needs beyond them.
+        recompute = np.maximum(recompute - head - loss_transient, 0.0)
+    return total, loss_transient, recompute
