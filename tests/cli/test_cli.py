@@ -509,6 +509,23 @@ def test_catalog_offers_of_one_gpu_cheapest_first(capsys):
     assert "\n\n1 offer of v100-sxm2-32gb; every row" in out  # not "1 offers"
 
 
+def test_catalog_offers_explain_sized_rows_and_give_per_gpu_prices(capsys):
+    """A row rented in several sizes reads '1|2|4|8' in the GPUs column: the table says what
+    that means, and --json gives the per-GPU prices the table shows (an instance's price
+    alone was per GPU for sized rows and per instance for the rest)."""
+    code, out, _ = run(capsys, "catalog", "offers", "--gpu", "h100")
+    assert code == 0 and " 1|2|4|8 " in out
+    assert "\nGPUs 1|2|4|8: instances of any of these sizes, each at the row's per-GPU " in out
+    code, out, _ = run(capsys, "catalog", "offers", "--gpu", "h200")
+    assert "GPUs " not in out.split("\n\n")[0].splitlines()[-1]  # no sized h200 row
+    code, out, _ = run(capsys, "catalog", "offers", "--json")
+    for item in json.loads(out)["items"]:
+        for column in ("on_demand", "spot", "reserved_1y", "reserved_3y"):
+            price = item[f"{column}_usd_per_hour"]
+            assert item[f"{column}_usd_per_gpu_hour"] == (
+                None if price is None else pytest.approx(price / item["count"]))
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["offers", "--gpu", "h10"], "unknown accelerator 'h10'; did you mean 'h100-sxm5-80gb'"),
     (["gpus", "--gpu", "h100"], "--gpu picks one accelerator's offers; catalog gpus lists "

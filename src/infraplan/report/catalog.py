@@ -6,7 +6,7 @@ import textwrap
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.engines import Engine, ReleaseRange
-from infraplan.economics.offers import load_offers
+from infraplan.economics.offers import PRICINGS, load_offers
 from infraplan.errors import InputError
 from infraplan.models import kv_cache_bytes_per_token, load_model, param_counts
 from infraplan.report.terminal import table
@@ -99,11 +99,23 @@ def storage() -> tuple[list[str], list[list], list[dict]]:
     return headers, rows, data
 
 
-def storage_footnotes() -> list[str]:
-    """What each starred total stands for, when it is not the whole tier's."""
+def storage_footnotes(rows: list[list]) -> list[str]:
+    """What each starred total of the tiers listed stands for, when it is not the whole
+    tier's."""
+    listed = {row[0] for row in rows}
     return [textwrap.fill(f"* {s.name} total: {s.aggregate_basis}", width=100,
                           subsequent_indent="  ")
-            for s in load_catalog().storage if s.aggregate_basis]
+            for s in load_catalog().storage if s.aggregate_basis and s.name in listed]
+
+
+def offers_footnotes(rows: list[list]) -> list[str]:
+    """The GPUs column's legend when a listed offer comes in several sizes."""
+    sized = [row[3] for row in rows if isinstance(row[3], str)]
+    if not sized:
+        return []
+    return textwrap.wrap(f"GPUs {sized[0]}: instances of any of these sizes, each at the "
+                         "row's per-GPU price (a job rents the size that bills it least)",
+                         width=100, subsequent_indent="  ")
 
 
 def _releases(rule: ReleaseRange) -> str:
@@ -183,7 +195,8 @@ def offers(gpu: str | None = None) -> tuple[list[str], list[list], list[dict]]:
                      price(o.on_demand_usd_per_gpu_hour), price(o.spot_usd_per_gpu_hour),
                      price(o.reserved_1y_usd_per_gpu_hour), price(o.reserved_3y_usd_per_gpu_hour),
                      o.observed, "yes" if o.estimate else ""])
-        data.append(o.model_dump(mode="json"))
+        data.append({**o.model_dump(mode="json"), **{  # the prices the table shows
+            f"{p.replace('-', '_')}_usd_per_gpu_hour": o.usd_per_gpu_hour(p) for p in PRICINGS}})
     return headers, rows, data
 
 
@@ -205,7 +218,9 @@ def sibling_offers(name: str) -> str:
 
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
             "storage": storage, "engines": engines, "offers": offers, "prices": offers}
-FOOTNOTES = {"storage": storage_footnotes}  # lines under a listing's table
+# lines under a listing's table, from the rows it shows
+FOOTNOTES = {"storage": storage_footnotes, "offers": offers_footnotes,
+             "prices": offers_footnotes}
 
 
 def render(kind: str, listing: tuple | None = None, what: str | None = None) -> str:
@@ -218,6 +233,6 @@ def render(kind: str, listing: tuple | None = None, what: str | None = None) -> 
     if len(rows) == 1 and label.split()[0].endswith("s"):  # "1 offer of v100-sxm2-32gb"
         first, *rest = label.split(" ", 1)
         label = " ".join([first[:-1], *rest])
-    notes = "".join(f"\n{line}" for line in FOOTNOTES.get(kind, list)())
+    notes = "".join(f"\n{line}" for line in FOOTNOTES.get(kind, lambda _: [])(rows))
     return table(headers, rows, align_right=numeric) + notes + f"\n\n{len(rows)} {label}; " \
         "every row has a source and a retrieval date (--json shows them)."
