@@ -61,14 +61,22 @@ def test_an_unreachable_budget_names_the_closest_plan_and_the_miss():
     cheapest = plan_training(_scenario(objective="cost")).best[0]
     floor = cheapest.economics["cost"]["total_usd"]
     budget = floor / 1.25
-    with pytest.raises(InputError, match=r"USD budget.*misses it by \+25%;"):
+    with pytest.raises(InputError) as info:
         plan_training(_scenario(constraints={"budget_usd": budget}))
+    # the budget as given, the cheapest plan named, and fixes that fit a budget miss
+    assert str(info.value) == (
+        f"no plan meets constraints.budget_usd = ${budget:,.0f}: the cheapest, "
+        f"{cheapest.plan.num_gpus} x {cheapest.accelerator} ({cheapest.describe()}), costs "
+        f"${floor:,.0f} (+25%). To fix: a cheaper GPU or pricing (hardware.gpus, prices, or "
+        "pricing: spot or reserved), fewer training.tokens, or a larger "
+        "constraints.budget_usd")
     kept = plan_training(_scenario(constraints={"budget_usd": floor * 1.001})).best
     assert all(p.economics["cost"]["total_usd"] <= floor * 1.001 for p in kept)
     # a wide miss is a multiple of the limit, with the limit: "+900%" says little
     with pytest.raises(InputError) as info:
         plan_training(_scenario(constraints={"budget_usd": floor / 10}))
-    assert f"(${floor:,.0f}) is 10 times it (${floor / 10:,.0f}); relax" in str(info.value)
+    assert (f"constraints.budget_usd = ${floor / 10:,.0f}: the cheapest, " in str(info.value)
+            and f"costs ${floor:,.0f} (10 times the limit). To fix: " in str(info.value))
 
 
 def test_prices_are_checked_and_missing_ones_explained(monkeypatch):
@@ -109,8 +117,9 @@ def test_impossible_limits_blame_only_the_limit_no_plan_meets():
                                 "budget_usd": 100}))
     message = str(info.value)
     assert message.startswith(
-        f"no plan meets the USD budget: the plan closest to the USD budget (${floor:,.0f}) "
-        f"is {floor / 100:,.3g} times it ($100);")
+        f"no plan meets constraints.budget_usd = $100: the cheapest, {cheapest.plan.num_gpus} x "
+        f"{cheapest.accelerator} ({cheapest.describe()}), costs ${floor:,.0f} "
+        f"({floor / 100:,.3g} times the limit). To fix: a cheaper GPU")
     assert "deadline" not in message and "GPU-hour" not in message
 
 
@@ -125,18 +134,29 @@ def test_limits_met_one_at_a_time_but_not_together_are_named_together():
     days, usd = slow.time_to_train_s / 86400, cheap_fast.economics["cost"]["total_usd"]
     with pytest.raises(InputError) as info:
         plan_training(_mistral({"deadline_days": 1, "budget_usd": 1000}))
-    assert str(info.value).startswith(
-        f"no plan meets the deadline and USD budget together: the plan closest to the "
-        f"deadline ({days:,.1f} days, the best within the other limits) misses it by "
-        f"{days - 1:+.0%}; the plan closest to the USD budget (${usd:,.0f}, the best within "
-        f"the other limits) misses it by {usd / 1000 - 1:+.0%};")
+    assert str(info.value) == (
+        "no plan meets constraints.deadline_days = 1 and constraints.budget_usd = $1,000 "
+        f"together: within budget_usd, the fastest, 8 x {slow.accelerator} "
+        f"({slow.describe()}), takes {days:,.1f} days ({days - 1:+.0%}); within "
+        f"deadline_days, the cheapest, 64 x {cheap_fast.accelerator} "
+        f"({cheap_fast.describe()}), costs ${usd:,.0f} ({usd / 1000 - 1:+.0%}). To fix: "
+        "more or faster GPUs (hardware.max_count or hardware.counts, hardware.gpus), fewer "
+        "training.tokens, or a later constraints.deadline_days; or a cheaper GPU or pricing "
+        "(hardware.gpus, prices, or pricing: spot or reserved), fewer training.tokens, or a "
+        "larger constraints.budget_usd")
 
 
 def test_a_deadline_under_a_day_is_quoted_in_hours():
     """deadline_days: 0.001 (86.4 s) was quoted as '(0.0 days)'."""
+    fastest = plan_training(_mistral({})).best[0]
+    hours = fastest.time_to_train_s / 3600
+    assert hours < 24
     with pytest.raises(InputError) as info:
         plan_training(_mistral({"deadline_days": 0.001}))
-    assert "times it (0.024 hours); relax the limits" in str(info.value)
+    assert (f"no plan meets constraints.deadline_days = 0.001: the fastest, 64 x "
+            f"{fastest.accelerator} ({fastest.describe()}), takes {hours:,.3g} hours "
+            f"({hours / 0.024:,.3g} times the limit). To fix: more or faster GPUs"
+            ) in str(info.value)
 
 
 def test_storage_is_billed_on_the_tiers_the_scenario_reads_and_writes():
@@ -208,3 +228,27 @@ def test_cost_ranking_keeps_the_priced_accelerators_and_names_the_unpriced():
     assert by_time.notes[-1] == (
         "no cost: h800-sxm5-80gb has no on_demand price in the catalog, so plans are compared "
         "in GPU-hours; give prices: {h800-sxm5-80gb: usd_per_gpu_hour}")
+
+
+def _fixed_price(objective: str, counts=(8, 16, 32)) -> TrainScenario:
+    return TrainScenario.model_validate({
+        "model": "llama-3.1-8b", "top": 1, "prices": {"h100": 2.5}, "objective": objective,
+        "training": {"tokens": 2e10, "global_batch": 384, "seq_len": 4096},
+        "hardware": {"gpus": ["h100"], "counts": list(counts)}})
+
+
+def test_with_a_cost_objective_other_choices_lose_on_cost():
+    """objective: cost printed 'DP=32: -50%, best at 32 GPUs': the 32-GPU plan's time, half
+    the best plan's, while it costs $1,506 against $1,500. The reasons compare by the
+    scenario's objective and say which."""
+    result = plan_training(_fixed_price("cost"))
+    best = result.best[0].economics["cost"]["total_usd"]
+    at_32 = plan_training(_fixed_price("cost", counts=(32,))).best[0]
+    usd = at_32.economics["cost"]["total_usd"]
+    assert result.best[0].plan.num_gpus == 16 and best < usd < best * 1.01
+    assert (f"DP=32: {usd / best - 1:+.1%} total cost (${usd:,.0f}), best at 32 GPUs (16 GPUs "
+            "do not divide into it)") in result.rejected
+    assert f"{usd / best - 1:+.1%}" == "+0.4%"
+    assert all(": does not fit" in r or " total cost ($" in r for r in result.rejected)
+    timed = plan_training(_fixed_price("time"))
+    assert all(": does not fit" in r or " time to train" in r for r in timed.rejected)

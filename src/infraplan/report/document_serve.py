@@ -17,6 +17,7 @@ from infraplan.report import figures as fig
 from infraplan.report.document import item, ms, ordered, section, table, usd
 from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import accepted_share, capacity_summary
+from infraplan.serving.curve_price import CURVE_LABEL, curve_usd_per_million_output
 from infraplan.serving.metrics import dropped_reasons, latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
@@ -53,9 +54,9 @@ CAPACITY_NOTE = ("Capacity: the most requests a second the deployment completes 
                  "where the deployment keeps up.")
 
 
-def _per_million(summary: dict) -> str:
-    cost = summary.get("cost")
-    return "-" if cost is None else f"${cost['usd_per_million_output_tokens']:,.3f}"
+def _per_million(cand) -> str:
+    usd = cand.usd_per_million_output()
+    return "-" if usd is None else f"${usd:,.3f}"
 
 
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
@@ -282,10 +283,19 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             c = summary["cost"]
             items = fig.cost_items(scenario.monthly_economics(dep))
             figures["cost"] = fig.cost_figure(items, "Cost per month (30.44 days) by line item")
+            # a diurnal curve's: the month's bill over its tokens, as plan serve's table
+            # (the plan's figure when this is its choice), else at the simulated rate
+            best = plan.best if plan is not None and plan.best is not None else None
+            curve = (best.curve_usd_per_million_output
+                     if best is not None and best.deployment == dep else
+                     curve_usd_per_million_output(scenario, fig.total_usd(items), summary,
+                                                  base_dir))
+            per_million = c["usd_per_million_output_tokens"] if curve is None else curve
             econ = [item("cost per hour", dep.num_gpus * c["usd_per_gpu_hour"],
                          usd(dep.num_gpus * c["usd_per_gpu_hour"])),
-                    item("cost per million output tokens", c["usd_per_million_output_tokens"],
-                         f"${c['usd_per_million_output_tokens']:,.3f}"),
+                    item("cost per million output tokens"
+                         + ("" if curve is None else f" {CURVE_LABEL}"), per_million,
+                         f"${per_million:,.3f}"),
                     item("cost per month (30.44 days)", fig.total_usd(items),
                          usd(fig.total_usd(items)))]
             econ_tables = [table("cost line items (a month of 30.44 days)",
@@ -346,10 +356,12 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                  else plan.verdict)], tables=[table(
                      "configurations that meet the SLOs, cheapest first",
                      ["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
-                      "load", "$/M output tokens"],
+                      "load", "$/M output tokens" + (f" {CURVE_LABEL}" if any(
+                          c.curve_usd_per_million_output is not None for c in plan.ranked)
+                          else "")],
                      [[c.listed(), c.deployment.num_gpus, usd(c.usd_per_hour),
                        ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
-                       share_text(c.load_share(plan.rate_per_s)), _per_million(c.summary)]
+                       share_text(c.load_share(plan.rate_per_s)), _per_million(c)]
                       for c in plan.ranked])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]

@@ -6,6 +6,7 @@ import math
 
 from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
+from infraplan.serving.curve_price import CURVE_LABEL
 from infraplan.units import format_count
 
 LOAD_NOTE = ("Load: the planning rate as a share of what the replicas complete saturated; "
@@ -73,7 +74,8 @@ def plan_report(name: str, plan, seed: int) -> str:
         rows.append([c.listed(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
                      share_text(c.load_share(plan.rate_per_s)),
-                     f"${s['cost']['usd_per_million_output_tokens']:,.3f}"])
+                     f"${c.usd_per_million_output():,.3f}"])
+    curve = any(c.curve_usd_per_million_output is not None for c in plan.ranked)
     lines = [f"{name}: {plan.notes[0]}; {plan.simulations} simulations in "
              f"{plan.search_seconds:.1f} s (seed {seed})", ""]
     if plan.best is None:
@@ -81,7 +83,8 @@ def plan_report(name: str, plan, seed: int) -> str:
     else:
         lines += [f"cheapest: {plan.best.describe()} at ${plan.best.usd_per_hour:,.2f}/h", "",
                   table(["configuration", "GPUs", "$/hour", "p99 TTFT", "p99 TPOT",
-                         "load", "$/M out tok"], rows, align_right=[1, 2, 3, 4, 5, 6]),
+                         "load", "$/M out tok" + (f" {CURVE_LABEL}" if curve else "")],
+                        rows, align_right=[1, 2, 3, 4, 5, 6]),
                   LOAD_NOTE]
         lines += plan.unconfirmed_notes
         if plan.best.economics:

@@ -18,6 +18,7 @@ from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model, uncounted_notes
 from infraplan.serving.capacity import idle_latency, saturated_requests_per_s
+from infraplan.serving.curve_price import CURVE_LABEL, curve_usd_per_million_output
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, planning_rate,
@@ -49,6 +50,8 @@ class Candidate:
     # what its fewest replicas that keep up cost an hour (_floor_usd_per_hour); no count
     # that meets the SLOs costs less
     floor_usd_per_hour: float = 0.0
+    # a diurnal scenario's $/M output tokens over a month of its curve (curve_price.py)
+    curve_usd_per_million_output: float | None = None
 
     def listed(self) -> str:
         """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
@@ -58,6 +61,12 @@ class Candidate:
         d = self.deployment
         return (f"{d.shape()} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
+
+    def usd_per_million_output(self) -> float | None:
+        """Over the day's curve when the traffic has one, else at the simulated rate."""
+        if self.curve_usd_per_million_output is not None:
+            return self.curve_usd_per_million_output
+        return (self.summary or {}).get("cost", {}).get("usd_per_million_output_tokens")
 
     def load_share(self, rate_per_s: float) -> float | None:
         """The planning rate as a share of what the replicas complete saturated: well
@@ -80,8 +89,10 @@ class Candidate:
                        output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
                        steady_output_tokens_per_s=s.get("steady", {}).get(
                            "output_tokens_per_s"),
-                       usd_per_million_output_tokens=s.get("cost", {}).get(
-                           "usd_per_million_output_tokens"))
+                       usd_per_million_output_tokens=self.usd_per_million_output(),
+                       usd_per_million_output_tokens_basis=CURVE_LABEL
+                       if self.curve_usd_per_million_output is not None else
+                       "at the simulated rate")
         return out
 
 
@@ -217,6 +228,8 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         provision(revisit)
     for cand in ranked:
         cand.economics = scenario.monthly_economics(cand.deployment)
+        cand.curve_usd_per_million_output = curve_usd_per_million_output(
+            scenario, _month_usd(cand), cand.summary, base_dir)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {three_figures(rate)} requests/s", *scenario.slo.unit_notes(),

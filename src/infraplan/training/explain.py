@@ -12,8 +12,10 @@ from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
+from infraplan.training.constraints import limits_missed, percent
 from infraplan.training.evaluate import AUTO_RECOMPUTE, TrainingJob
-from infraplan.training.evaluated import Evaluated, Limits, breakdown, knob_column, plan_at
+from infraplan.training.evaluated import (Evaluated, Limits, breakdown, knob_column,
+                                          objective_of, plan_at)
 from infraplan.training.space import Knobs
 from infraplan.training.step_time import BREAKDOWN
 from infraplan.units import GiB
@@ -32,12 +34,18 @@ COMPONENT_LABELS = {"compute": "compute", "recompute": "recomputation",
                     "data_stall": "data loading"}
 
 
-def why_rejected(arch, job, ev: Evaluated, best: int, limit: int = 4) -> list[str]:
+def why_rejected(arch, job, ev: Evaluated, best: int, limit: int = 4,
+                 objective: str = "time") -> list[str]:
     """For each knob, the best plan with another value of it and what made it lose: the
     memory it needs, or the part of the step that grew (compared at the best plan's GPU
-    count when that count allows the value). Up to `limit` values per knob, the nearest."""
+    count when that count allows the value). Up to `limit` values per knob, the nearest.
+    Plans are compared by the scenario's `objective`, which each reason names: total cost
+    (with the other plan's dollars), or time to train (step time without a token budget)."""
     out = ev.out
-    objective = out.get("time_to_train_s", out["step_s"])
+    by_cost = objective == "cost" and "cost_usd" in out  # no price: compared by time
+    score = objective_of(ev, "cost" if by_cost else "time")
+    measure = ("total cost" if by_cost
+               else "time to train" if "time_to_train_s" in out else "step time")
     same_count = out["gpus"] == out["gpus"][best]
     reasons: list[str] = []
     pending = []  # (position in reasons, knob, shown value, plan index, slowdown)
@@ -57,23 +65,24 @@ def why_rejected(arch, job, ev: Evaluated, best: int, limit: int = 4) -> list[st
                                f"{cap:.1f} GiB)")
                 continue
             pool = fit & same_count if (fit & same_count).any() else fit
-            j = int(np.flatnonzero(pool)[np.argmin(objective[pool])])
-            slower = objective[j] / objective[best] - 1
+            j = int(np.flatnonzero(pool)[np.argmin(score[pool])])
+            worse = (f"{percent(score[j] / score[best] - 1)} {measure}"
+                     + (f" (${score[j]:,.0f})" if by_cost else ""))
             if not same_count[j]:
-                reasons.append(f"{label}={shown}: {slower:+.0%}, best at {int(out['gpus'][j])} "
+                reasons.append(f"{label}={shown}: {worse}, best at {int(out['gpus'][j])} "
                                f"GPUs ({int(out['gpus'][best])} GPUs do not divide into it)")
                 continue
-            pending.append((len(reasons), knob, shown, j, slower))
+            pending.append((len(reasons), knob, shown, j, worse))
             reasons.append("")  # filled in below, once the step breakdowns are known
     parts = breakdown(arch, job, ev, [best] + [p[3] for p in pending])
-    for n, (at, knob, shown, j, slower) in enumerate(pending, start=1):
+    for n, (at, knob, shown, j, worse) in enumerate(pending, start=1):
         deltas = {k: parts[k][n] - parts[k][0] for k in BREAKDOWN}
         worst = max(deltas, key=deltas.get)
         why = COMPONENT_LABELS[worst]
         boundary = _boundary_crossed(ev, float(ev.cols["tp"][j])) if knob == "tp" else None
         if boundary:
             why += f"; TP={shown} crosses {boundary}"
-        reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {slower:+.0%}, mostly {why} "
+        reasons[at] = (f"{KNOB_LABELS[knob]}={shown}: {worse}, mostly {why} "
                        f"(+{deltas[worst]:.3f} s per step)" + _also_changed(columns, knob, j, best))
     return reasons
 
@@ -126,37 +135,7 @@ def nothing_fits(evaluated, limits: Limits, knobs: Knobs, arch, job) -> InputErr
     cap = ev.out["capacity_bytes"][0]
     if need > cap:
         return _too_big(ev, need, cap, knobs, arch, job)
-    # A limit that every fitting plan misses is named with the plan closest to it; limits
-    # that some plan meets are not to blame and are left out. When each limit alone is met
-    # but no plan meets them all, each is named with the plan closest to it among those
-    # that meet the others.
-    fitting = [ev for ev in evaluated if ev.out and ev.out["fits"].any()]
-    checks = [c for c in limits.checks() if any(c[0] in ev.out for ev in fitting)]
-    missed = []
-    for column, limit, what in checks:
-        best = _closest(fitting, column, [ev.out["fits"] for ev in fitting])
-        if best is not None and best > limit:
-            missed.append((column, limit, what, best))
-    together = ""
-    if not missed:
-        together = " together"
-        for column, limit, what in checks:
-            masks = [ev.out["fits"] & np.logical_and.reduce(
-                [ev.out[c] <= lim for c, lim, _ in checks if c != column and c in ev.out],
-                initial=True) for ev in fitting]
-            best = _closest(fitting, column, masks)
-            if best is not None:
-                missed.append((column, limit, what, best))
-    if not missed:  # three limits, no two of which one plan meets
-        return InputError(f"no plan meets any two of the {' and '.join(c[2] for c in checks)}, "
-                          "although each alone is met; relax the limits or allow more or "
-                          "other GPUs")
-    closest = [f"the plan closest to the {what} ({_format(column, best)}"
-               + (")" if not together else ", the best within the other limits)")
-               + _miss(column, limit, best) for column, limit, what, best in missed]
-    named = checks if together else missed
-    return InputError(f"no plan meets the {' and '.join(m[2] for m in named)}{together}: "
-                      f"{'; '.join(closest)}; relax the limits or allow more or other GPUs")
+    return limits_missed(evaluated, limits)
 
 
 def _too_big(ev: Evaluated, need: float, cap: float, knobs: Knobs, arch: ModelArch,
@@ -199,25 +178,3 @@ def _too_big(ev: Evaluated, need: float, cap: float, knobs: Knobs, arch: ModelAr
     return InputError(f"no plan fits in memory: the smallest ({plan.describe()}) needs "
                       f"{need / GiB:.1f} GiB per accelerator, {ev.gpu} has {cap / GiB:.1f} GiB",
                       fix=", or ".join(fixes))
-
-
-def _closest(evaluated, column: str, masks) -> float | None:
-    """The lowest value of `column` over the plans each mask selects (None: no plan)."""
-    values = [ev.out[column][mask].min() for ev, mask in zip(evaluated, masks, strict=True)
-              if column in ev.out and mask.any()]
-    return min(values, default=None)
-
-
-def _miss(column: str, limit: float, best: float) -> str:
-    """How far a plan is past a limit: a percentage, or for a wide miss (+15768% says
-    little) the multiple and the limit."""
-    if best < 2 * limit:
-        return f" misses it by {best / limit - 1:+.0%}"
-    return f" is {best / limit:,.3g} times it ({_format(column, limit)})"
-
-
-def _format(column: str, value: float) -> str:
-    days = f"{value / 86400:,.1f} days" if value >= 86400 else f"{value / 3600:,.3g} hours"
-    return {"time_to_train_s": days,  # a deadline under a day read "0.0 days"
-            "gpu_hours": f"{value:,.0f} GPU-hours",
-            "cost_usd": f"${value:,.0f}"}[column]

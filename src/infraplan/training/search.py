@@ -139,7 +139,7 @@ def search(arch: ModelArch, gpus: list[str], knobs: Knobs, job: TrainingJob, *,
         per_gpu.setdefault(ev.gpu, (ev, i))
     by_accelerator = [_result(arch, ev, i, job) for ev, i in per_gpu.values()]
     return SearchResult(best=results, frontier=frontier, by_accelerator=by_accelerator,
-                        rejected=why_rejected(arch, job, best_ev, best_i),
+                        rejected=why_rejected(arch, job, best_ev, best_i, objective=objective),
                         configs_evaluated=count, candidates=candidates, fitting=fitting,
                         search_seconds=elapsed,
                         notes=removed_notes(evaluated, limits, objective, ranked[0][0])
