@@ -76,3 +76,20 @@ def test_an_offers_basis_gives_its_date_and_whether_it_is_an_estimate():
     guessed = rent("h100", "on_demand", Footprint(8, 1, 8), offers=[_offer(True, "")])
     assert guessed.basis() == ("cheapest on-demand offer of 8+ GPUs an instance: example 8x "
                                "(2026-11-09, an estimate)")
+
+
+def test_a_serving_months_reserved_line_states_the_term():
+    """plan serve's month of 2 H100s reserved for a year: $3,068.35 of a $36,820 term."""
+    from infraplan.serving.scenario import ServeScenario
+
+    scenario = ServeScenario.model_validate({
+        "model": "llama-3.1-8b", "pricing": "reserved-1y", "prices": {"h100": 2.1},
+        "traffic": {"arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 10,
+                    "input": {"kind": "fixed", "value": 100},
+                    "output": {"kind": "fixed", "value": 10}},
+        "deployment": {"gpu": "h100", "tp": 2, "replicas": 1}})
+    item = scenario.monthly_economics(scenario.deployment_spec())["cost"]["items"][0]
+    assert item["usd"] == pytest.approx(2 * 730.56 * 2.1)
+    assert item["formula"].endswith(
+        "; reserved-1y bills a 1-year term: 2 GPUs x $2.1 x 8,766.72 h = $36,820 committed; "
+        "this line counts the 1,461 GPU-h a month of the deployment uses (8.3 % of the term))")

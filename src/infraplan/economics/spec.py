@@ -221,10 +221,13 @@ class PlanEconomics:
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute",
-                   footprint: Footprint | None = None) -> PlanEconomics:
+                   footprint: Footprint | None = None,
+                   user: str = "the job") -> PlanEconomics:
     """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
     priced on whole instances as `footprint` fills them (instances.rent). Without a price for
-    the accelerator the cost is None and says why; energy and carbon are always there."""
+    the accelerator the cost is None and says why; energy and carbon are always there.
+    A reserved price's line states the term it commits to (commitment_note; `user`: whose
+    GPU-hours the line counts)."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
@@ -234,7 +237,7 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     billed = math.ceil(num_gpus * billed_per_used - 1e-9)
-    note = commitment_note(pricing, billed, price * num_gpus / billed, gpu_hours)
+    note = commitment_note(pricing, billed, price * num_gpus / billed, gpu_hours, user)
     basis += f"; {note}" if note else ""
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,

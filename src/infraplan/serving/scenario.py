@@ -195,7 +195,8 @@ class ServeScenario(SpecModel):
         return plan_economics(dep.gpu, n, n * month_s / 3600.0, month_s,
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
                               energy=self.energy,
-                              footprint=replica_footprint(dep)).to_json()
+                              footprint=replica_footprint(dep),
+                              user="a month of the deployment").to_json()
 
     def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
         """The deployment; with no weight_dtype, a quantized checkpoint's own format (its
