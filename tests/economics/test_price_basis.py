@@ -48,7 +48,7 @@ def test_whole_instances_commit_the_gpus_billed_not_the_gpus_used():
     """12 GPUs on 8-GPU instances: the term holds 16."""
     from infraplan.economics.spec import commitment_note
 
-    note = commitment_note("reserved-1y", 16, 1.80, 730.56 * 12, what="a month")
+    note = commitment_note("reserved-1y", 16, 1.80, 730.56 * 12, what="a month uses")
     assert note == ("reserved-1y bills a 1-year term: 16 GPUs x $1.8 x 8,766.72 h = "
                     "$252,482 committed; this line counts the 8,767 GPU-h a month uses "
                     "(6.2 % of the term)")

@@ -139,7 +139,8 @@ TERM_YEARS = {"reserved-1y": 1, "reserved-3y": 3}
 
 
 def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
-                    gpu_hours: float, what: str = "the job") -> str:
+                    gpu_hours: float, what: str = "the job uses",
+                    counts: str = "this line counts") -> str:
     """What a reserved price commits to, beside a line that counts only the hours used:
     a reservation bills every hour of its term (1 or 3 years of twelve 30.44-day months,
     tco.HOURS_PER_YEAR = 8,766.72 h) whether or not the GPUs are busy.
@@ -156,7 +157,7 @@ def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
     share = gpu_hours / (billed_gpus * term_h)
     return (f"{pricing} bills a {years}-year term: {billed_gpus} GPUs x "
             f"${usd_per_gpu_hour:,.6g} x {term_h:,.2f} h = ${committed_usd:,.0f} committed; "
-            f"this line counts the {gpu_hours:,.0f} GPU-h {what} uses ({100 * share:.1f} % of "
+            f"{counts} the {gpu_hours:,.0f} GPU-h {what} ({100 * share:.1f} % of "
             "the term)")
 
 
@@ -222,12 +223,12 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute",
                    footprint: Footprint | None = None,
-                   user: str = "the job") -> PlanEconomics:
+                   user: str = "the job uses") -> PlanEconomics:
     """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
     priced on whole instances as `footprint` fills them (instances.rent). Without a price for
     the accelerator the cost is None and says why; energy and carbon are always there.
     A reserved price's line states the term it commits to (commitment_note; `user`: whose
-    GPU-hours the line counts)."""
+    GPU-hours the line counts, with its verb)."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
