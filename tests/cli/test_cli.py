@@ -166,7 +166,7 @@ def test_a_multimodal_checkpoints_tower_is_named_wherever_its_model_is(tmp_path,
                         "{kind: fixed, value: 100}, output: {kind: fixed, value: 10}}\n")
     code, out, _ = run(capsys, "simulate", "serve", str(scenario))
     assert code == 0 and out.strip().endswith("note: " + note)
-    assert "per GPU-hour, 1 GPU)" in out  # it read "1 GPUs"
+    assert "per GPU-hour, 1 GPU; cheapest on-demand offer: " in out  # it read "1 GPUs"
 
 
 def test_a_model_folder_is_named_after_itself(tmp_path, capsys):

@@ -62,7 +62,8 @@ def test_an_offer_sold_per_gpu_in_several_sizes_rents_the_size_that_bills_least(
     one = rent("h100", "on_demand", Footprint(2, 2, 1), offers=table)
     assert (one.offer, one.instance_gpus, one.billed_gpus) == (pods, 2, 2)
     assert one.usd_per_gpu_hour * 2 == pytest.approx(7.98)
-    assert one.basis().endswith("example 1x(1, 2, 4, 8) in 2-GPU instances")
+    assert one.basis().endswith("example 1x(1, 2, 4, 8) (2026-11, an estimate) in 2-GPU "
+                                "instances")
     # three TP=2 replicas: 2-GPU pods bill 6 GPUs ($23.94/h), the node 8 ($23.60/h)
     three = rent("h100", "on_demand", Footprint(2, 2, 3), offers=table)
     assert (three.offer.count, three.instance_gpus, three.billed_gpus) == (8, 8, 8)
@@ -110,7 +111,9 @@ def test_a_replica_rents_a_pod_of_its_own_size_where_one_is_sold():
     dep = Deployment(model="llama-3.1-8b", gpu="h100", tp=2, replicas=1)
     assert scenario.deployment_price(dep) * 2 == pytest.approx(2 * pods.usd_per_gpu_hour())
     compute = scenario.monthly_economics(dep)["cost"]["items"][0]
-    assert f"runpod {pods.instance_type} in 2-GPU instances" in compute["formula"]
+    assert (f"runpod {pods.instance_type} ({pods.observed}"
+            + (", an estimate" if pods.estimate else "") + ") in 2-GPU instances"
+            in compute["formula"])
 
 
 def test_a_training_job_smaller_than_a_node_pays_for_the_node():

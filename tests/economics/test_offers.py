@@ -189,6 +189,9 @@ def test_a_plans_compute_line_names_the_offer_its_price_came_from():
     assert compute_basis({}) == (
         f"1,000 GPU-h x ${offer.usd_per_gpu_hour('on_demand'):.6g}/GPU-h (cheapest "
         f"on-demand offer: {offer.provider} {offer.instance_type}"
-        + (f" ({offer.region})" if offer.region else "")
+        + f" ({', '.join(filter(None, (offer.region, offer.observed)))}"
+        + (", an estimate)" if offer.estimate else ")")
         + "; set prices: {a100-sxm4-80gb: ...} for yours)")
-    assert compute_basis({"a100": 2.5}) == "1,000 GPU-h x $2.5/GPU-h (the scenario's price)"
+    assert compute_basis({"a100": 2.5}) == (
+        "1,000 GPU-h x $2.5/GPU-h (the scenario's price, per GPU used: whole instances are "
+        "billed only for catalog offers)")

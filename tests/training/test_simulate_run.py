@@ -387,3 +387,27 @@ def test_prices_are_the_price_of_the_scenarios_pricing_as_plan_train_bills_it():
                 "spot": {"usd_per_gpu_hour": 1.0}}})
     sim = simulate_training_run(reserved, plan_training(reserved).best[0])
     assert sim.prices_usd_per_gpu_hour == {"on_demand": node, "spot": 1.0, "reserved": 1.5}
+
+
+def test_reserved_plus_spot_states_the_term_its_reserved_gpus_commit_to():
+    """8 reserved H100s at $1.80 for a 1.4-day run cost $772, '43% cheaper than on-demand',
+    and nothing said the reservation bills a year: 8 x $1.80 x 8,766.72 h = $126,241."""
+    plan = plan_training(_scenario()).best[0]
+    sim = simulate_training_run(_scenario(reserved={"gpus": 32, "usd_per_gpu_hour": 2.0}),
+                                plan)
+    held = 32 * sim.strategies["reserved_plus_spot"].wall_s.p50 / 3600
+    # 32 x $2 x 8,766.72 h = $561,070.08
+    assert sim.commitment in sim.to_json()["notes"]
+    assert sim.commitment == (
+        "reserved + spot burst (taken as a 1-year price): reserved-1y bills a 1-year term: "
+        f"32 GPUs x $2 x 8,766.72 h = $561,070 committed; its cost p50 counts the "
+        f"{held:,.0f} GPU-h of the reserved GPUs the median run holds "
+        f"({100 * held / (32 * 8766.72):.1f} % of the term)")
+    three = TrainScenario.model_validate({
+        **BASE, "pricing": "reserved-3y", "prices": {"h100": 1.5},
+        "run": {"trials": 50, "strategies": ["reserved_plus_spot"], "reserved": {"gpus": 32},
+                "spot": {"usd_per_gpu_hour": 1.0}}})
+    sim = simulate_training_run(three, plan_training(three).best[0])
+    # the scenario's reserved-3y price: 32 x $1.5 x 26,300.16 h = $1,262,407.68
+    assert ("reserved + spot burst: reserved-3y bills a 3-year term: 32 GPUs x $1.5 x "
+            "26,300.16 h = $1,262,408 committed; its cost p50 counts the ") in sim.commitment

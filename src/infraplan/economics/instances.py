@@ -73,9 +73,12 @@ class Rental:
         return self.instance_gpus >= self.footprint.min_instance_gpus
 
     def basis(self) -> str:
-        """Where the price comes from, in words (the line item's basis)."""
+        """Where the price comes from, in words (the line item's basis): the offer, its
+        region, when its price was observed, and whether the row is an estimate (not the
+        provider's own figure; offers.py)."""
         o, fp = self.offer, self.footprint
-        where = f" ({o.region})" if o.region else ""
+        where = f" ({', '.join(filter(None, (o.region, o.observed)))}" \
+            + (", an estimate)" if o.estimate else ")")
         label = self.pricing.replace("_", "-")
         if not self.fits:
             size = (f" (none in the table holds {fp.min_instance_gpus} in one instance)"

@@ -13,6 +13,7 @@ plan with the same numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -107,17 +108,57 @@ def given_price(gpu: str, prices: dict[str, float]) -> float | None:
                 None)
 
 
+OWN_PRICE_BASIS = ("the scenario's price, per GPU used: whole instances are billed only "
+                   "for catalog offers")
+
+
 def priced(gpu: str, *, prices: dict[str, float], pricing: str,
            footprint: Footprint | None = None) -> tuple[float, str]:
-    """price_per_gpu_hour and where it came from: the scenario, or the offer it picked (the
-    cheapest in the catalog may be a single-GPU community instance; a cluster buyer wants
-    to see that before trusting the bill)."""
+    """price_per_gpu_hour and where it came from: the scenario (a price per GPU-hour of the
+    user's own capacity, billed per GPU used), or the offer it picked (the cheapest in the
+    catalog may be a single-GPU community instance; a cluster buyer wants to see that before
+    trusting the bill)."""
+    price, basis, _ = _priced_per_gpu(gpu, prices, pricing, footprint)
+    return price, basis
+
+
+def _priced_per_gpu(gpu: str, prices: dict[str, float], pricing: str,
+                    footprint: Footprint | None) -> tuple[float, str, float]:
+    """priced(), and the GPUs billed per GPU the job uses (whole instances: 16 / 12 for 12
+    GPUs on 8-GPU instances; 1 for the scenario's own price)."""
     own = given_price(gpu, prices)
     if own is not None:
-        return own, "the scenario's price"
+        return own, OWN_PRICE_BASIS, 1.0
     name = load_catalog().accelerators.get(gpu).name
     rental = rent(name, pricing, footprint or Footprint())
-    return rental.usd_per_gpu_hour, f"{rental.basis()}; set prices: {{{name}: ...}} for yours"
+    return (rental.usd_per_gpu_hour, f"{rental.basis()}; set prices: {{{name}: ...}} for yours",
+            rental.billed_gpus / rental.footprint.gpus)
+
+
+TERM_YEARS = {"reserved-1y": 1, "reserved-3y": 3}
+
+
+def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
+                    gpu_hours: float, what: str = "the job uses",
+                    counts: str = "this line counts") -> str:
+    """What a reserved price commits to, beside a line that counts only the hours used:
+    a reservation bills every hour of its term (1 or 3 years of twelve 30.44-day months,
+    tco.HOURS_PER_YEAR = 8,766.72 h) whether or not the GPUs are busy.
+        committed_usd = billed_gpus x usd_per_gpu_hour x years x 8,766.72 h
+        share = gpu_hours / (billed_gpus x years x 8,766.72 h)
+    '' for on-demand and spot (billed by the hour used)."""
+    from infraplan.economics.tco import HOURS_PER_YEAR
+
+    years = TERM_YEARS.get(pricing)
+    if not years or billed_gpus <= 0:
+        return ""
+    term_h = years * HOURS_PER_YEAR
+    committed_usd = billed_gpus * usd_per_gpu_hour * term_h
+    share = gpu_hours / (billed_gpus * term_h)
+    return (f"{pricing} bills a {years}-year term: {billed_gpus} GPUs x "
+            f"${usd_per_gpu_hour:,.6g} x {term_h:,.2f} h = ${committed_usd:,.0f} committed; "
+            f"{counts} the {gpu_hours:,.0f} GPU-h {what} ({100 * share:.1f} % of "
+            "the term)")
 
 
 @dataclass(frozen=True)
@@ -181,18 +222,24 @@ class PlanEconomics:
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute",
-                   footprint: Footprint | None = None) -> PlanEconomics:
+                   footprint: Footprint | None = None,
+                   user: str = "the job uses") -> PlanEconomics:
     """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
     priced on whole instances as `footprint` fills them (instances.rent). Without a price for
-    the accelerator the cost is None and says why; energy and carbon are always there."""
+    the accelerator the cost is None and says why; energy and carbon are always there.
+    A reserved price's line states the term it commits to (commitment_note; `user`: whose
+    GPU-hours the line counts, with its verb)."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
     try:
-        price, basis = priced(gpu, prices=prices, pricing=pricing, footprint=footprint)
+        price, basis, billed_per_used = _priced_per_gpu(gpu, prices, pricing, footprint)
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
+    billed = math.ceil(num_gpus * billed_per_used - 1e-9)
+    note = commitment_note(pricing, billed, price * num_gpus / billed, gpu_hours, user)
+    basis += f"; {note}" if note else ""
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
                           price_basis=basis)

@@ -62,7 +62,8 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
         basis = "while requests arrive" if "steady" in s else "over the run"
         lines.append(f"cost: ${c['usd_per_million_output_tokens']:,.3f} per million output "
                      f"tokens at the output rate {basis} (${c['usd_per_gpu_hour']:.2f} per "
-                     f"GPU-hour, {s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''})")
+                     f"GPU-hour, {s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''}"
+                     + (f"; {c['price_basis']})" if c.get("price_basis") else ")"))
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

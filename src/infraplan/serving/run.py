@@ -35,8 +35,13 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
     dep = scenario.deployment_spec(arch)
     requests = generate(scenario.traffic, seed=scenario.seed, base_dir=base_dir)
     result = simulate(dep, requests, base_dir=base_dir, arch=arch, progress=progress)
-    price, note = price_or_note(scenario, dep)
+    try:
+        (price, basis), note = scenario.deployment_priced(dep), None
+    except InputError as exc:
+        price, basis, note = None, None, str(exc)
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
+    if "cost" in summary:
+        summary["cost"]["price_basis"] = basis  # where the price came from
     require_completions(summary)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
             "label": "the scenario's deployment", "price_note": note}

@@ -13,7 +13,7 @@ from infraplan.catalog import distinct_accelerators, load_catalog
 from infraplan.economics.cost import SECONDS_PER_MONTH, CostInputs, UsdPerGpuHour
 from infraplan.economics.instances import Footprint
 from infraplan.economics.spec import (EnergySpec, Pricing, check_price_keys, node_gpus,
-                                      plan_economics, price_per_gpu_hour)
+                                      plan_economics, price_per_gpu_hour, priced)
 from infraplan.errors import InputError, UnknownNameError, close_matches
 from infraplan.models import ModelArch, uncounted_notes
 from infraplan.serving.deployment import MAX_REPLICAS, Deployment
@@ -183,13 +183,20 @@ class ServeScenario(SpecModel):
         """What a GPU-hour of `dep` costs, its replicas packed on whole instances."""
         return self.price_per_gpu_hour(dep.gpu, replica_footprint(dep))
 
+    def deployment_priced(self, dep: Deployment) -> tuple[float, str]:
+        """deployment_price and where it came from (spec.priced's basis: the scenario's
+        price, or the offer and its whole instances), as the compute line states it."""
+        return priced(dep.gpu, prices=self.prices, pricing=self.pricing,
+                      footprint=replica_footprint(dep))
+
     def monthly_economics(self, dep: Deployment) -> dict:
         """A deployment's month (30.44 days) as line items, energy and carbon."""
         month_s, n = SECONDS_PER_MONTH, dep.num_gpus
         return plan_economics(dep.gpu, n, n * month_s / 3600.0, month_s,
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
                               energy=self.energy,
-                              footprint=replica_footprint(dep)).to_json()
+                              footprint=replica_footprint(dep),
+                              user="a month of the deployment uses").to_json()
 
     def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
         """The deployment; with no weight_dtype, a quantized checkpoint's own format (its

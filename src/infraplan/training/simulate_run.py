@@ -93,6 +93,7 @@ class RunSimulation:
     price_sources: dict[str, str]  # where each price came from, for the reader
     reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
     spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
+    commitment: str = ""  # the reserved GPUs' term beside the run's share of it (_commitment)
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -108,7 +109,8 @@ class RunSimulation:
 
     @property
     def notes(self) -> list[str]:
-        return [*self.reserved_notes, *([self.plan_train_note] if self.plan_train_note else [])]
+        return [*self.reserved_notes, *([self.commitment] if self.commitment else []),
+                *([self.plan_train_note] if self.plan_train_note else [])]
 
     @property
     def plan_train_note(self) -> str | None:
@@ -192,9 +194,26 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      reserved_usd_per_gpu_hour=prices.get("reserved"),
                                      optimise_interval=run.optimise_interval,
                                      trials=run.trials, seed=run.seed)
+    commitment = _commitment(scenario, sources["reserved"], reserved_gpus, prices["reserved"],
+                             results["reserved_plus_spot"]) if reserved_gpus else ""
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
-                         reserved_notes=tuple(reserved_notes), spot_terms=spot_terms)
+                         reserved_notes=tuple(reserved_notes), spot_terms=spot_terms,
+                         commitment=commitment)
+
+
+def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run) -> str:
+    """The reserved GPUs' term beside the run's share of it (spec.commitment_note): the
+    strategy's cost counts only the hours the run holds them. The term is the scenario's
+    pricing when its prices: gave the reserved price, else a year (the catalog's offer is
+    reserved-1y; run.reserved.usd_per_gpu_hour names no term, so one year is assumed)."""
+    own = source.startswith("the scenario's") and scenario.pricing in spec.TERM_YEARS
+    term = scenario.pricing if own else "reserved-1y"
+    assumed = " (taken as a 1-year price)" if source == "run.reserved.usd_per_gpu_hour" else ""
+    hours = reserved * run.wall_s.p50 / HOUR_S
+    return ("reserved + spot burst" + assumed + ": " + spec.commitment_note(
+        term, reserved, usd_per_gpu_hour, hours, what="of the reserved GPUs the median run holds",
+        counts="its cost p50 counts"))
 
 
 def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
