@@ -27,7 +27,7 @@ _EXPORTS = {
     "param_counts": "infraplan.models", "kv_cache_bytes": "infraplan.models",
     "training_flops_per_sequence": "infraplan.models",
     # scenarios (YAML files or dicts through `parse_spec`)
-    "load_scenario": "infraplan.workloads", "parse_spec": "infraplan.workloads",
+    "load_scenario": "infraplan.scenario_files", "parse_spec": "infraplan.scenario_files",
     "MemoryScenario": "infraplan.workloads", "TrainScenario": "infraplan.workloads",
     "ServeScenario": "infraplan.serving.scenario",
     # training: memory, plan search, the run under failures

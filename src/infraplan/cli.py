@@ -114,7 +114,8 @@ def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
     from infraplan.training.fit_check import (CONTEXT_FLAGS, fit_check, memory_overrides,
                                               refuse_ignored_flags, scenario_from_flags)
-    from infraplan.workloads import MemoryScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import MemoryScenario
 
     flags = _memory_flags(args)
     if not args.scenario:
@@ -247,7 +248,8 @@ def _run_simulate_train(args) -> int:
     from infraplan.units import run_length
     from infraplan.training.plan_train import plan_training
     from infraplan.training.simulate_run import simulate_training_run
-    from infraplan.workloads import TrainScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import TrainScenario
 
     scenario = load_scenario(args.scenario, TrainScenario, seed_override(args))
     with progress(args, "drawing runs") as tick:
@@ -261,7 +263,8 @@ def _run_simulate_train(args) -> int:
 def _run_plan_train(args) -> int:
     from infraplan.report.training import search_report
     from infraplan.training.plan_train import plan_training
-    from infraplan.workloads import TrainScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import TrainScenario
 
     scenario = load_scenario(args.scenario, TrainScenario)
     with progress(args, "searching plans") as tick:

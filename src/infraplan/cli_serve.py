@@ -16,7 +16,7 @@ def _load_serve(args):
     from pathlib import Path
 
     from infraplan.serving.scenario import ServeScenario
-    from infraplan.workloads import load_scenario
+    from infraplan.scenario_files import load_scenario
 
     return load_scenario(args.scenario, ServeScenario, seed_override(args)), \
         Path(args.scenario).parent

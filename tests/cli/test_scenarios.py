@@ -14,7 +14,8 @@ from infraplan.physics.memory.training import MemoryOptions
 from infraplan.training.memory import (memory_for_scenario, min_gpus_for_states, suggest_fixes,
                                        training_memory)
 from infraplan.training.plan import ParallelPlan
-from infraplan.workloads import MemoryScenario, apply_overrides, parse_spec
+from infraplan.scenario_files import apply_overrides, parse_spec
+from infraplan.workloads import MemoryScenario
 
 VALID = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100", "num_gpus": 8},
          "training": {"seq_len": 4096, "global_batch": 64},

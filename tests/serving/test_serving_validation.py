@@ -92,7 +92,7 @@ def test_seed_flag_replaces_the_scenario_seed(capsys):
     from infraplan.serving.scenario import ServeScenario
     from infraplan.serving.simulate import simulate
     from infraplan.serving.traffic import generate
-    from infraplan.workloads import load_scenario
+    from infraplan.scenario_files import load_scenario
 
     path = str(ROOT / "examples" / "serve-llama8b-chat.yaml")
 

@@ -21,7 +21,8 @@ from infraplan.training.plan_train import gpu_counts, plan_training
 from infraplan.training.search import search
 from infraplan.training.space import VIRTUAL_STAGES, Knobs, build_space, default_vp
 from infraplan.units import GiB
-from infraplan.workloads import TrainScenario, load_scenario
+from infraplan.scenario_files import load_scenario
+from infraplan.workloads import TrainScenario
 from tests.conftest import folded_text
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -274,7 +275,7 @@ def test_nics_without_a_network_is_explained():
     with pytest.raises(InputError, match="nics_per_node needs hardware.network"):
         plan_training(_scenario_70b_32_gpus(nics_per_node=2))
     # an unknown network is refused when the scenario is read, naming its field
-    from infraplan.workloads import parse_spec
+    from infraplan.scenario_files import parse_spec
 
     raw = _scenario_70b_32_gpus().model_dump(exclude_unset=True)
     raw["hardware"]["network"] = "ethernet-100"

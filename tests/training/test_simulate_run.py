@@ -144,7 +144,7 @@ def test_default_strategies_add_reserved_plus_spot_only_with_a_reservation():
 def test_every_training_example_names_strategies_it_can_run():
     from pathlib import Path
 
-    from infraplan.workloads import load_scenario
+    from infraplan.scenario_files import load_scenario
 
     examples = Path(__file__).resolve().parents[2] / "examples"
     checked = 0

@@ -240,7 +240,8 @@ def test_a_memory_scenario_reports_its_breakdown_and_fixes_in_scenario_keys(tmp_
     from infraplan.report.document import build_document
     from infraplan.report.html import render_document
     from infraplan.training.fit_check import fit_check
-    from infraplan.workloads import MemoryScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import MemoryScenario
 
     path = tmp_path / "m.yaml"
     path.write_text("name: 8B on 8 H100s\nmodel: llama-3.1-8b\n"
@@ -415,7 +416,8 @@ def test_yield_plan_is_simulate_trains_checkpoint_plan():
     from infraplan.report.document_train import training_document
     from infraplan.training.plan_train import plan_training
     from infraplan.training.simulate_run import run_setup
-    from infraplan.workloads import TrainScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import TrainScenario
 
     scenario = load_scenario(str(EXAMPLES / "article-4-2b-spot.yaml"), TrainScenario)
     result = plan_training(scenario)
@@ -452,7 +454,8 @@ def test_yield_plan_names_daly_apart_from_the_interval_used():
     MTBF 11,135 s). Both are shown, and the goodput figure marks both."""
     from infraplan.report.document_train import training_document
     from infraplan.training.plan_train import plan_training
-    from infraplan.workloads import TrainScenario, load_scenario
+    from infraplan.scenario_files import load_scenario
+    from infraplan.workloads import TrainScenario
 
     scenario = TrainScenario.model_validate({
         "model": "llama-3.1-405b", "prices": {"h100": 2.0}, "top": 1,
@@ -606,7 +609,7 @@ def test_a_diurnal_reports_run_says_which_hours_it_covers():
     `simulate serve` said so."""
     from infraplan.report.document_serve import serving_document
     from infraplan.serving.scenario import ServeScenario
-    from infraplan.workloads import load_scenario
+    from infraplan.scenario_files import load_scenario
 
     path = EXAMPLES / "serve-llama70b-diurnal.yaml"
     scenario = load_scenario(str(path), ServeScenario)
@@ -664,7 +667,7 @@ def test_the_memory_headroom_is_the_difference_of_the_figures_shown(name):
 
     from infraplan.report.document_memory import memory_document
     from infraplan.training.fit_check import fit_check
-    from infraplan.workloads import load_scenario
+    from infraplan.scenario_files import load_scenario
 
     path = Path(__file__).parents[2] / "examples" / name
     doc = memory_document(fit_check(load_scenario(path)))

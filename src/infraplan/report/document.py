@@ -104,7 +104,7 @@ def build_document(scenario_path: str | Path, progress=None, seed: int | None = 
     path = Path(scenario_path)
     text = read_user_file(path, "scenario file",
                           fix="give the path of a scenario YAML (see examples/)")
-    from infraplan.workloads import parse_yaml, scenario_from
+    from infraplan.scenario_files import parse_yaml, scenario_from
 
     raw = parse_yaml(text, path.name)
     if raw is None:

@@ -47,7 +47,7 @@ def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     """Knob values by flag name -> dotted scenario paths (None: not given, left as is). A
     flag that leaves a context (--finetune full) drops the file's settings of that context
     (its lora_rank), which would otherwise be refused as ignored."""
-    from infraplan.workloads import DROP
+    from infraplan.scenario_files import DROP
 
     out = {path: values.get(name) for name, path in FLAG_PATHS.items()}
     for name, (setter, applies, _, _) in CONTEXT_FLAGS.items():
@@ -74,7 +74,8 @@ def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
 
 def scenario_from_flags(values: Mapping[str, Any], origin: str = "flags"):
     """The MemoryScenario of knob values alone (no scenario file)."""
-    from infraplan.workloads import MemoryScenario, apply_overrides, parse_spec
+    from infraplan.scenario_files import apply_overrides, parse_spec
+    from infraplan.workloads import MemoryScenario
 
     raw = apply_overrides(FLAG_DEFAULTS, memory_overrides(values))
     return parse_spec(raw, MemoryScenario, origin)

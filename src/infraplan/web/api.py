@@ -265,7 +265,8 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     """`infraplan plan train`: ranked plans, frontier, the report document."""
     from infraplan.report.document_train import training_document
     from infraplan.training.plan_train import knobs_for, plan_training
-    from infraplan.workloads import TrainScenario, parse_spec
+    from infraplan.scenario_files import parse_spec
+    from infraplan.workloads import TrainScenario
 
     model, arch = _model(req)
     gpus = [catalog_name("accelerator", g) for g in req.gpus]  # TrainHardware dedupes
