@@ -113,6 +113,22 @@ def format_figure(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1e5 else f"{x:,.6g}"
 
 
+def format_usd_rate(x: float) -> str:
+    """A price per unit (per GPU-hour, GB-month, kWh) as money: to the cent, with more
+    digits only where the price has them, up to 6 significant so that a formula line
+    reproduces: 2.10 (':.6g' printed 2.1), 1.79, 3.93333, 0.023, 0.0004; from 1,000 to the
+    cent (12,345.68)."""
+    if not math.isfinite(x):
+        return f"{x}"
+    if abs(x) >= 1000:
+        return f"{x:,.2f}"
+    text = f"{x:.6g}"
+    if "e" in text:  # under 1e-4: 6 significant digits in fixed point
+        text = f"{x:.{5 - math.floor(math.log10(abs(x)))}f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"{whole}.{cents.ljust(2, '0')}"
+
+
 def three_figures(x: float) -> str:
     """`x` to 3 significant digits, grouped, never in exponent form: 50,000 (':.3g' printed
     5e+04), 12,300, 0.146."""

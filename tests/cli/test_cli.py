@@ -370,7 +370,7 @@ SERVE = ("model: llama-3.1-8b\ntraffic: {arrival: {kind: poisson, rate_per_s: 2}
      "hardware.gpus is not a known key; did you mean 'gpu'?"),
     # one accelerator priced twice, by an alias and its name: the first won silently
     ("plan train", TRAIN.replace(", -8]", "]") + "prices: {h100: 2, H100-SXM5-80GB: 3}\n",
-     "prices names h100-sxm5-80gb twice: 'h100' ($2) and 'H100-SXM5-80GB' ($3)"),
+     "prices names h100-sxm5-80gb twice: 'h100' ($2.00) and 'H100-SXM5-80GB' ($3.00)"),
 ])
 def test_scenario_lists_are_checked_entry_by_entry(tmp_path, capsys, command, content,
                                                    fragment):

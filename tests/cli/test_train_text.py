@@ -12,7 +12,7 @@ from infraplan.workloads import TrainScenario
 def test_large_figures_are_grouped_digits_not_exponents():
     """A 405B run printed '2.83521e+07 GPU-h' and '2.58004e+07 kWh'."""
     cost = plan_cost(28_352_146.4, 2.5, 86400 * 100)
-    assert cost.items[0].formula.startswith("28,352,146 GPU-h x $2.5/GPU-h")
+    assert cost.items[0].formula.startswith("28,352,146 GPU-h x $2.50/GPU-h")
     energy = estimate_energy("h100", 16_384, 86400 * 100, utilization=1.0, pue=1.3,
                              g_co2e_per_kwh=400)
     assert energy.formula == ("(16384 x 700 W) x 1 utilization x 2,400 h x PUE 1.3 = "

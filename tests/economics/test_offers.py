@@ -193,5 +193,5 @@ def test_a_plans_compute_line_names_the_offer_its_price_came_from():
         + (", an estimate)" if offer.estimate else ")")
         + "; set prices: {a100-sxm4-80gb: ...} for yours)")
     assert compute_basis({"a100": 2.5}) == (
-        "1,000 GPU-h x $2.5/GPU-h (the scenario's price, per GPU used: whole instances are "
+        "1,000 GPU-h x $2.50/GPU-h (the scenario's price, per GPU used: whole instances are "
         "billed only for catalog offers)")

@@ -38,8 +38,8 @@ def test_a_scenarios_own_reserved_price_commits_the_gpus_used_for_three_years():
     assert item.usd == pytest.approx(1198.526)
     # 12 x $2 x 3 x 8,766.72 h = $631,203.84; 599.263 / (12 x 26,300.16) = 0.19 %
     assert item.formula == (
-        "599.263 GPU-h x $2/GPU-h (the scenario's price, per GPU used: whole instances are "
-        "billed only for catalog offers; reserved-3y bills a 3-year term: 12 GPUs x $2 x "
+        "599.263 GPU-h x $2.00/GPU-h (the scenario's price, per GPU used: whole instances are "
+        "billed only for catalog offers; reserved-3y bills a 3-year term: 12 GPUs x $2.00 x "
         "26,300.16 h = $631,204 committed; this line counts the 599 GPU-h the job uses "
         "(0.2 % of the term))")
 
@@ -49,7 +49,7 @@ def test_whole_instances_commit_the_gpus_billed_not_the_gpus_used():
     from infraplan.economics.spec import commitment_note
 
     note = commitment_note("reserved-1y", 16, 1.80, 730.56 * 12, what="a month uses")
-    assert note == ("reserved-1y bills a 1-year term: 16 GPUs x $1.8 x 8,766.72 h = "
+    assert note == ("reserved-1y bills a 1-year term: 16 GPUs x $1.80 x 8,766.72 h = "
                     "$252,482 committed; this line counts the 8,767 GPU-h a month uses "
                     "(6.2 % of the term)")
     assert commitment_note("on_demand", 16, 1.80, 100.0) == ""
@@ -91,5 +91,5 @@ def test_a_serving_months_reserved_line_states_the_term():
     item = scenario.monthly_economics(scenario.deployment_spec())["cost"]["items"][0]
     assert item["usd"] == pytest.approx(2 * 730.56 * 2.1)
     assert item["formula"].endswith(
-        "; reserved-1y bills a 1-year term: 2 GPUs x $2.1 x 8,766.72 h = $36,820 committed; "
+        "; reserved-1y bills a 1-year term: 2 GPUs x $2.10 x 8,766.72 h = $36,820 committed; "
         "this line counts the 1,461 GPU-h a month of the deployment uses (8.3 % of the term))")

@@ -58,7 +58,7 @@ def _run(tmp_path, capsys, raw: dict, *command: str) -> tuple[int, str, str]:
      "prices has unknown accelerator 'h10'"),
     # an alias and the full name: the first price won silently
     (("simulate", "serve"), _with(SIMULATE, prices={"h100": 2.0, "h100-sxm5-80gb": 3.0}),
-     "prices names h100-sxm5-80gb twice: 'h100' ($2) and 'h100-sxm5-80gb' ($3) are the same "
+     "prices names h100-sxm5-80gb twice: 'h100' ($2.00) and 'h100-sxm5-80gb' ($3.00) are the same "
      "accelerator; to fix: keep one of them"),
     (("plan", "serve"), _with(PLAN, prices={"h100": float("nan")}),
      "error: scenario.yaml: prices.h100 must be a finite number (got nan)"),

@@ -200,7 +200,7 @@ def test_a_price_for_an_accelerator_not_compared_is_named_as_unused():
         "training": {"tokens": 1e10, "global_batch": 256, "seq_len": 4096},
         "hardware": {"gpus": ["h100"], "counts": [16]}}))
     assert result.notes[0] == (
-        "prices: h100-pcie ($2.5/GPU-h, the catalog's h100-pcie-80gb) is unused: it is not "
+        "prices: h100-pcie ($2.50/GPU-h, the catalog's h100-pcie-80gb) is unused: it is not "
         "among the accelerators compared (h100-sxm5-80gb). To fix: add h100-pcie to "
         "hardware.gpus to compare it, or key the price by a compared one "
         "(prices: {h100-sxm5-80gb: 2.5})")

@@ -400,7 +400,7 @@ def test_reserved_plus_spot_states_the_term_its_reserved_gpus_commit_to():
     assert sim.commitment in sim.to_json()["notes"]
     assert sim.commitment == (
         "reserved + spot burst (taken as a 1-year price): reserved-1y bills a 1-year term: "
-        f"32 GPUs x $2 x 8,766.72 h = $561,070 committed; its cost p50 counts the "
+        f"32 GPUs x $2.00 x 8,766.72 h = $561,070 committed; its cost p50 counts the "
         f"{held:,.0f} GPU-h of the reserved GPUs the median run holds "
         f"({100 * held / (32 * 8766.72):.1f} % of the term)")
     three = TrainScenario.model_validate({
@@ -409,5 +409,5 @@ def test_reserved_plus_spot_states_the_term_its_reserved_gpus_commit_to():
                 "spot": {"usd_per_gpu_hour": 1.0}}})
     sim = simulate_training_run(three, plan_training(three).best[0])
     # the scenario's reserved-3y price: 32 x $1.5 x 26,300.16 h = $1,262,407.68
-    assert ("reserved + spot burst: reserved-3y bills a 3-year term: 32 GPUs x $1.5 x "
+    assert ("reserved + spot burst: reserved-3y bills a 3-year term: 32 GPUs x $1.50 x "
             "26,300.16 h = $1,262,408 committed; its cost p50 counts the ") in sim.commitment

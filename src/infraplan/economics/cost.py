@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.spec_checks import StrictNumbers, describe_errors
-from infraplan.units import GIGA, format_figure, parse_quantity
+from infraplan.units import GIGA, format_figure, format_usd_rate, parse_quantity
 
 DAYS_PER_MONTH = 30.44
 SECONDS_PER_DAY = 86_400.0
@@ -163,10 +163,13 @@ def _check_amount(name: str, value: float) -> float:
 
 def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
               inputs: CostInputs | dict[str, Any] | None = None, *,
-              compute_label: str = "compute", price_basis: str = "") -> CostBreakdown:
+              compute_label: str = "compute", price_basis: str = "",
+              billed_per_used: float = 1.0) -> CostBreakdown:
     """Line items of a plan's cost; `total_usd` is their sum.
 
     compute    = gpu_hours x usd_per_gpu_hour
+                 (whole instances, `billed_per_used` GPUs billed per GPU used: the line shows
+                 the GPU-hours billed at the instance's own rate, the same amount)
     dataset    = dataset_gb x $/GB-month x months_stored
     checkpoints= checkpoints_kept x checkpoint_gb x $/GB-month x months_stored
                  (the whole retained set is billed from the start: an upper bound while the
@@ -187,32 +190,40 @@ def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
     months_stored = (duration_s + inputs.retention_days * SECONDS_PER_DAY) / SECONDS_PER_MONTH
     stored = f"{months_stored:.4g} months (30.44-day)"
 
+    hours = f"{format_figure(gpu_hours)} GPU-h"
+    rate = usd_per_gpu_hour
+    if billed_per_used > 1:
+        hours = f"{format_figure(gpu_hours * billed_per_used)} GPU-h billed ({hours} used)"
+        rate = usd_per_gpu_hour / billed_per_used
     items = [LineItem(compute_label, gpu_hours * usd_per_gpu_hour,
-                      f"{format_figure(gpu_hours)} GPU-h x ${usd_per_gpu_hour:.6g}/GPU-h"
+                      f"{hours} x ${format_usd_rate(rate)}/GPU-h"
                       + (f" ({price_basis})" if price_basis else ""))]
     if inputs.dataset_gb:
         price = storage_usd_per_gb_month(inputs, "dataset")
         items.append(LineItem(
             "storage: dataset", inputs.dataset_gb * price * months_stored,
-            f"{inputs.dataset_gb:,.6g} GB x ${price:.6g}/GB-month ({inputs.dataset_tier}) "
+            f"{inputs.dataset_gb:,.6g} GB x ${format_usd_rate(price)}/GB-month "
+            f"({inputs.dataset_tier}) "
             f"x {stored}"))
     if inputs.checkpoint_gb and inputs.checkpoints_kept:
         price = storage_usd_per_gb_month(inputs, "checkpoint")
         held_gb = inputs.checkpoints_kept * inputs.checkpoint_gb
         items.append(LineItem(
             "storage: checkpoints", held_gb * price * months_stored,
-            f"{inputs.checkpoints_kept} x {inputs.checkpoint_gb:,.6g} GB x ${price:.6g}/GB-month "
+            f"{inputs.checkpoints_kept} x {inputs.checkpoint_gb:,.6g} GB x "
+            f"${format_usd_rate(price)}/GB-month "
             f"({inputs.checkpoint_tier}) x {stored}"))
     if inputs.egress_gb:
         items.append(LineItem(
             "egress", inputs.egress_gb * inputs.egress_usd_per_gb,
-            f"{inputs.egress_gb:,.6g} GB x ${inputs.egress_usd_per_gb:.6g}/GB"))
+            f"{inputs.egress_gb:,.6g} GB x ${format_usd_rate(inputs.egress_usd_per_gb)}/GB"))
     for name in ("networking", "monitoring"):
         per_month = getattr(inputs, f"{name}_usd_per_month")
         per_hour = getattr(inputs, f"{name}_usd_per_hour")
+        terms = [f"${format_usd_rate(per_month)}/month x {months_run:.4g} "
+                 f"month{'' if months_run == 1 else 's'}" if per_month else "",
+                 f"${format_usd_rate(per_hour)}/h x {hours_run:,.6g} h" if per_hour else ""]
         if per_month or per_hour:
-            items.append(LineItem(
-                name, per_month * months_run + per_hour * hours_run,
-                f"${per_month:.6g}/month x {months_run:.4g} months + "
-                f"${per_hour:.6g}/h x {hours_run:,.6g} h"))
+            items.append(LineItem(name, per_month * months_run + per_hour * hours_run,
+                                  " + ".join(filter(None, terms))))
     return CostBreakdown(items=tuple(items), duration_s=duration_s)

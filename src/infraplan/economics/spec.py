@@ -26,6 +26,7 @@ from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
 from infraplan.economics.instances import Footprint, rent, training_footprint
 from infraplan.errors import InputError
+from infraplan.units import format_usd_rate
 
 Pricing = Literal["on_demand", "spot", "reserved-1y", "reserved-3y"]
 DEFAULT_REGION = "world"  # catalog/data/grid_intensity.yaml: Ember's 2023 world average
@@ -73,8 +74,9 @@ def check_price_keys(prices: dict[str, float]) -> None:
         name = catalog.accelerators.get(key).name  # UnknownNameError: did you mean
         if name in seen:
             first = seen[name]
-            raise InputError(f"names {name} twice: {first!r} (${prices[first]:g}) and "
-                             f"{key!r} (${prices[key]:g}) are the same accelerator",
+            raise InputError(f"names {name} twice: {first!r} "
+                             f"(${format_usd_rate(prices[first])}) and {key!r} "
+                             f"(${format_usd_rate(prices[key])}) are the same accelerator",
                              fix="keep one of them")
         seen[name] = key
 
@@ -156,7 +158,8 @@ def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
     committed_usd = billed_gpus * usd_per_gpu_hour * term_h
     share = gpu_hours / (billed_gpus * term_h)
     return (f"{pricing} bills a {years}-year term: {billed_gpus} GPUs x "
-            f"${usd_per_gpu_hour:,.6g} x {term_h:,.2f} h = ${committed_usd:,.0f} committed; "
+            f"${format_usd_rate(usd_per_gpu_hour)} x {term_h:,.2f} h = ${committed_usd:,.0f} "
+            "committed; "
             f"{counts} the {gpu_hours:,.0f} GPU-h {what} ({100 * share:.1f} % of "
             "the term)")
 
@@ -242,5 +245,5 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
     basis += f"; {note}" if note else ""
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
-                          price_basis=basis)
+                          price_basis=basis, billed_per_used=billed / num_gpus)
     return PlanEconomics(breakdown, estimate, price, pricing)

@@ -34,6 +34,7 @@ from infraplan.catalog.table import Table, describe_validation
 from infraplan.economics.cost import HOURS_PER_MONTH, SECONDS_PER_MONTH, LineItem
 from infraplan.economics.energy import energy_kwh
 from infraplan.errors import InputError
+from infraplan.units import format_usd_rate
 
 HOURS_PER_YEAR = 12 * HOURS_PER_MONTH  # 8,766.72 h
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3_600.0
@@ -201,9 +202,9 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
         LineItem("capex", price / years, f"${price:,.0f} / {years:g} years (straight line)"),
         LineItem("power", kwh * kwh_price,
                  f"({g} x {gpu.tdp_watts:,.0f} W + {host_w:,.0f} W host) x {u:g} x "
-                 f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x ${kwh_price:g}/kWh"),
+                 f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x ${format_usd_rate(kwh_price)}/kWh"),
         LineItem("facility", colo * system_kw * 12,
-                 f"${colo:g}/kW-month x {system_kw:g} kW x 12 months"),
+                 f"${format_usd_rate(colo)}/kW-month x {system_kw:g} kW x 12 months"),
         LineItem("operations", ops * price, f"{ops:g} x ${price:,.0f} per year"),
     )
     return OnPremCost(server=row.name, gpus=g, utilization=u, capex_usd=price,
@@ -290,7 +291,7 @@ def self_host_vs_api(throughput_tokens_per_s: float, monthly_cost_usd: float,
         return SelfHostVsApi(None, capacity, at_capacity, p,
                              f"never: even at full load ({capacity:,.4g} tokens/month) "
                              f"self-hosting costs ${at_capacity:.4g} per million tokens, "
-                             f"more than the API's ${p:g}")
+                             f"more than the API's ${format_usd_rate(p)}")
     tokens = m * 1e6 / p
     return SelfHostVsApi(tokens, capacity, at_capacity, p,
                          f"self-hosting is cheaper above {tokens:,.4g} tokens/month "

@@ -4,6 +4,7 @@ break-evens against renting and against a per-token API."""
 from __future__ import annotations
 
 from infraplan.report.terminal import table
+from infraplan.units import format_usd_rate
 
 
 def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = None
@@ -22,6 +23,6 @@ def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = N
         lines.append(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
                      f"{rent.message}{per_gpu}")
     if api is not None:
-        lines.append(f"self-host vs API at ${api.api_usd_per_million:g} per million tokens: "
+        lines.append(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} per million tokens: "
                      f"{api.message}")
     return "\n".join(lines)

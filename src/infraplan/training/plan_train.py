@@ -22,6 +22,7 @@ from infraplan.training.evaluate import (AUTO_RECOMPUTE, PlanResult, TrainingJob
 from infraplan.training.memory import model_notes
 from infraplan.training.search import SearchResult, node_for, search
 from infraplan.training.space import Knobs
+from infraplan.units import format_usd_rate
 from infraplan.workloads import TrainScenario
 
 SECONDS_PER_DAY = 86400.0
@@ -160,7 +161,7 @@ def unused_price_notes(scenario: TrainScenario) -> list[str]:
         if name in compared:
             continue
         means = "" if name == key else f", the catalog's {name}"
-        notes.append(f"prices: {key} (${usd:g}/GPU-h{means}) is unused: it is not among the "
+        notes.append(f"prices: {key} (${format_usd_rate(usd)}/GPU-h{means}) is unused: it is not among the "
                      f"accelerators compared ({', '.join(compared)}). To fix: add {key} to "
                      "hardware.gpus to compare it, or key the price by a compared one "
                      f"(prices: {{{compared[0]}: {usd:g}}})")
