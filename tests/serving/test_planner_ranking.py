@@ -1,4 +1,4 @@
-"""How plan serve orders what it keeps: cost, then GPUs, then latency; the leaders confirmed."""
+"""How plan serve orders what it keeps: cost, then latency, then GPUs; the leaders confirmed."""
 
 from __future__ import annotations
 
@@ -35,6 +35,18 @@ def _candidate(gpus: int, usd_per_hour: float, e2e_p99_s: float) -> Candidate:
                      summary={"e2e_s": {"p99": e2e_p99_s}})
 
 
+def test_at_one_instances_price_the_faster_layout_ranks_first():
+    """3 x TP 2 and 2 x TP 4 both rent one 8-GPU instance at $23.60/h (the first spreads
+    the bill over the 6 GPUs it uses). The 8-GPU layout serves faster for the same bill: it
+    ranks first (it came second, on fewer GPUs, and the audit saw a 'cheapest' that was
+    only slower); a bill apart by a float's last bits is the same bill."""
+    six = _candidate(6, 23.6 - 1e-12, 0.40)
+    eight = _candidate(8, 8 * 2.95, 0.30)
+    assert sorted([six, eight], key=provision.rank_key) == [eight, six]
+    cheaper = _candidate(6, 23.59, 0.40)
+    assert sorted([eight, cheaper], key=provision.rank_key) == [cheaper, eight]
+
+
 def test_a_leader_that_grows_on_confirmation_lets_the_next_be_confirmed(monkeypatch):
     """Confirming the cheapest as a whole deployment added replicas until it cost more than
     the fourth; the fourth then leads unconfirmed. The leaders are confirmed until the
@@ -54,7 +66,7 @@ def test_a_leader_that_grows_on_confirmation_lets_the_next_be_confirmed(monkeypa
     faster.summary = {"e2e_s": {"p99": 0.5}}  # the faster of the two at $3/h
     ranked, sims = provision.confirm_cheapest(None, cands, 10.0, None, None)
     assert [c.usd_per_hour for c in ranked] == [2.0, 3.0, 3.0, 4.0]
-    assert ranked[1] is faster  # equal cost and GPUs: the lower p99 end-to-end first
+    assert ranked[1] is faster  # equal cost: the lower p99 end-to-end first
     assert sims == len(confirmed) == CONFIRMED + 1
     assert all(c in confirmed for c in ranked[:CONFIRMED])
 
@@ -170,3 +182,12 @@ def test_a_bursty_stream_is_sized_on_its_smoother_share_per_replica():
     (best,) = plan.ranked
     assert best.confirmed and best.deployment.replicas <= 16
     assert not provision.violations(best.summary, scenario.slo.to_slo())
+
+
+def test_a_configuration_no_replica_count_serves_is_named_without_the_cap():
+    """'Rejected 16 x 1 x h100 fp8: needs 50 replicas ...' named the max_replicas cap as
+    if 16 replicas had been tried; it is the replica's shape that is rejected."""
+    cand = _candidate(16, float("inf"), float("inf"))
+    cand.replicas_found = False
+    assert cand.describe().startswith("replicas of 1 x h100 bf16/kv ")
+    assert _candidate(3, 3.0, 1.0).describe().startswith("3 x 1 x h100 bf16/kv ")

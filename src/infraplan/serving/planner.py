@@ -8,13 +8,11 @@ router; say why every rejected candidate failed.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.models import load_model, uncounted_notes
 from infraplan.serving.capacity import idle_latency, saturated_requests_per_s
@@ -23,9 +21,8 @@ from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
 from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, planning_rate,
                                          violations)
-from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
-                                            sixteen_bit)
 from infraplan.serving.scenario import ServeScenario
+from infraplan.serving.search_space import search_grid, searched_prices, with_stored_format
 from infraplan.serving.traffic import generate, mean_rate_per_s
 from infraplan.serving.window import fewest_settling, stationary_stream
 from infraplan.units import three_figures
@@ -52,14 +49,19 @@ class Candidate:
     floor_usd_per_hour: float = 0.0
     # a diurnal scenario's $/M output tokens over a month of its curve (curve_price.py)
     curve_usd_per_million_output: float | None = None
+    replicas_found: bool = True  # False: no replica count up to max_replicas was enough
 
     def listed(self) -> str:
         """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
         return self.describe() + ("" if self.confirmed else " *")
 
     def describe(self) -> str:
+        """'3 x 2 x h100 fp8/kv bf16'; 'replicas of 2 x h100 ...' when no replica count
+        met the SLOs (the deployment then holds max_replicas, a cap, not a count tried)."""
         d = self.deployment
-        return (f"{d.shape()} {d.weight_dtype}/kv {d.kv_dtype}"
+        shape = d.shape() if self.replicas_found else \
+            "replicas of " + d.model_copy(update={"replicas": 1}).shape().split(" x ", 1)[1]
+        return (f"{shape} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
 
     def usd_per_million_output(self) -> float | None:
@@ -182,15 +184,15 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
         raise InputError("plan serve needs arriving traffic (poisson, gamma, diurnal or trace)",
                          fix="use simulate serve for an offline batch")
     arch = arch or load_model(scenario.model, base_dir=base_dir)
-    scenario, stored_note = _with_stored_format(scenario, arch)
+    scenario, stored_note = with_stored_format(scenario, arch)
     space = scenario.search
-    prices = _prices(scenario)
+    prices = searched_prices(scenario)
     slo = scenario.slo.to_slo()
     rate = planning_rate(scenario, base_dir)
     seqs = space.max_num_seqs or (None,)
     stream = generate(stationary_stream(scenario.traffic, rate, base_dir=base_dir),
                       seed=scenario.seed, base_dir=base_dir)  # its lengths size the capacity
-    grid, fp16_gpus = _grid(space, seqs)
+    grid, fp16_gpus = search_grid(space, seqs)
     built, rejected = [], []
     for step, key in enumerate(grid, 1):
         if progress:
@@ -308,6 +310,7 @@ def _provision(scenario, cand: Candidate, rate: float, slo, max_replicas: int, s
         scenario, resolved, rate, slo, max_replicas, None, base_dir,
         cand.capacity_requests_per_s)
     cand.deployment = cand.deployment.model_copy(update={"replicas": replicas or max_replicas})
+    cand.replicas_found = replicas is not None
     cand.summary = summary
     if replicas is not None:
         cand.usd_per_hour = cand.deployment.num_gpus * scenario.deployment_price(
@@ -322,63 +325,6 @@ def _provision(scenario, cand: Candidate, rate: float, slo, max_replicas: int, s
     cand.reason = why
     cand.resolved = None
     return count + 2
-
-
-def _with_stored_format(scenario: ServeScenario, arch) -> tuple[ServeScenario, list[str]]:
-    """search.weight_dtypes with `checkpoint` resolved to the format the model's checkpoint
-    stores; a search that names no weight formats also tries a quantized checkpoint's own
-    (what its engine loads by default). Either way a note says what was searched."""
-    space, stored = scenario.search, arch.stored
-    if CHECKPOINT_FORMAT in space.weight_dtypes:
-        own = checkpoint_weight_dtype(arch)
-        formats = tuple(dict.fromkeys(own if f == CHECKPOINT_FORMAT else f
-                                      for f in space.weight_dtypes))
-        how = stored.describe() if stored else f"16-bit ({arch.dtype})"
-        note = (f"weight formats searched: {', '.join(formats)}; {CHECKPOINT_FORMAT} is "
-                f"{own}, as {arch.name}'s checkpoint stores its weights: {how}")
-    elif stored is None or "weight_dtypes" in space.model_fields_set \
-            or stored.weight_dtype in space.weight_dtypes:
-        return scenario, []
-    else:
-        formats = (*space.weight_dtypes, stored.weight_dtype)
-        note = (f"weight formats searched: {', '.join(formats[:-1])} and {formats[-1]}, the "
-                f"last as {arch.name}'s checkpoint stores its weights: {stored.describe()}; "
-                "set search.weight_dtypes to choose")
-    space = space.model_copy(update={"weight_dtypes": formats})
-    return scenario.model_copy(update={"search": space}), [note]
-
-
-def _grid(space, seqs) -> tuple[list[tuple], list[str]]:
-    """Every (gpu, tp, weight format, KV format, max_num_seqs) searched, with bf16 run as
-    fp16 on a chip without bf16 (sixteen_bit; once if both were listed), and those chips."""
-    grid, fp16_gpus = {}, []
-    for gpu, tp, wd, kv, ms in itertools.product(space.gpus, space.tp, space.weight_dtypes,
-                                                 space.kv_dtypes, seqs):
-        chip = accelerator(gpu)
-        key = (gpu, tp, sixteen_bit(wd, chip), sixteen_bit(kv, chip), ms)
-        if key[2:4] != (wd, kv) and gpu not in fp16_gpus:
-            fp16_gpus.append(gpu)
-        grid.setdefault(key, None)
-    return list(grid), fp16_gpus
-
-
-def _prices(scenario: ServeScenario) -> dict[str, float | InputError]:
-    """Each searched accelerator's USD per GPU-hour, or why it has none (its candidates are
-    rejected with that reason); an InputError naming the pricing when none has a price,
-    since the search would then reject everything and end blaming the SLOs."""
-    prices: dict[str, float | InputError] = {}
-    for gpu in scenario.search.gpus:
-        try:
-            prices[gpu] = scenario.price_per_gpu_hour(gpu)
-        except InputError as exc:
-            prices[gpu] = exc
-    missing = [p.message for p in prices.values() if isinstance(p, InputError)]
-    if len(missing) < len(prices):
-        return prices
-    raise InputError(f"pricing {scenario.pricing!r} prices none of search.gpus: "
-                     + "; ".join(missing),
-                     fix=f"set pricing to one the offers list for them, or give prices: "
-                         f"{{{scenario.search.gpus[0]}: 2.50}} (USD per GPU-hour)")
 
 
 def _month_usd(cand: Candidate) -> float:

@@ -189,11 +189,13 @@ def fewest_replicas(scenario, resolved, rate, slo, max_replicas, price, base_dir
 
 
 def rank_key(cand: Candidate) -> tuple:
-    """Cheapest first; at equal cost fewer GPUs, then the lower p99 end-to-end latency
-    (fp8 beside bf16 on the same GPUs serves faster for the same money)."""
+    """Cheapest first (to the cent: a bill spread over the GPUs used, 6 x $3.9333, rounds
+    apart from 8 x $2.95); at equal cost the lower p99 end-to-end latency (fp8 beside bf16
+    on the same GPUs serves faster for the same money; 2 x 4 GPUs beside 3 x 2 on the same
+    8-GPU instance), then fewer GPUs."""
     e2e_p99_s = cand.summary["e2e_s"]["p99"] if cand.summary else math.inf
-    return (cand.usd_per_hour, cand.deployment.num_gpus,
-            e2e_p99_s if math.isfinite(e2e_p99_s) else math.inf)
+    return (round(cand.usd_per_hour, 2), e2e_p99_s if math.isfinite(e2e_p99_s) else math.inf,
+            cand.deployment.num_gpus)
 
 
 def confirm_cheapest(scenario, candidates: list[Candidate], rate, slo,
