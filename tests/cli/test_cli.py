@@ -127,6 +127,29 @@ def test_model_summary_of_alternating_local_layers(capsys):
     assert "past it, a token adds 36.0 KiB in bf16" in data["text"]
 
 
+def test_active_parameters_name_the_input_embedding_convention(capsys):
+    """gpt-oss-120b's card says 5.13B active: it leaves out the 201,088 x 2,880 input table
+    (a lookup), which the 5.71B counts; Mixtral's published 12.9B keeps it. Both shown."""
+    code, out, _ = run(capsys, "model", "gpt-oss-120b", "--json")
+    data = json.loads(out)
+    assert data["params_active"] - data["params_active_without_input_embedding"] \
+        == 201_088 * 2_880
+    assert "5.71B active per token (5.13B without the input embedding)" in data["text"]
+    assert data["moe"] == {"experts": 128, "experts_per_token": 4, "shared_expert_width": 0,
+                           "expert_width": 2880}
+
+
+def test_mla_says_what_it_caches_not_its_rebuilt_kv_heads(capsys):
+    """DeepSeek-V3 printed '128 KV heads, head dim 192', which multiplies out to 5.7 MiB a
+    token against the 68.6 KiB it caches: a 512 latent + a 64 rope key over 61 layers."""
+    code, out, _ = run(capsys, "model", "deepseek-v3", "--json")
+    data = json.loads(out)
+    assert data["kv_cache_values_per_layer"] == 512 + 64
+    assert data["kv_cache_bytes_per_token"]["bf16"] == (512 + 64) * 61 * 2
+    assert "a 512-wide latent + a 64-wide rope key (576 values)" in data["text"]
+    assert "128 KV heads" not in data["text"] and data["mtp_layers"] == 1
+
+
 def test_model_flops_default_to_the_models_own_context(capsys):
     """gpt2 has 1,024 learned positions: quoting FLOPs at 4,096 tokens described a model
     that cannot run; past a RoPE model's context the numbers follow, with a note."""

@@ -39,16 +39,24 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
         "forward_flops_per_token": forward, "training_flops_per_token": float(training),
         "kv_cache_bytes_per_token": kv,
         "max_position_embeddings": arch.max_position_embeddings,
+        "kv_cache_values_per_layer": cached_values_per_layer(arch),
         "notes": model_notes(arch, seq_len),
     }
     moe = arch.moe
+    active = ""
+    if arch.is_moe:
+        active = f", {format_count(counts.active)} active per token"
+        if not arch.tie_word_embeddings:
+            # the input table is a lookup, not a matmul: model cards differ on counting it
+            # (gpt-oss's 5.1B leaves it out, Mixtral's 12.9B keeps it)
+            lookup_free = counts.active - counts.embedding
+            data["params_active_without_input_embedding"] = lookup_free
+            active += f" ({format_count(lookup_free)} without the input embedding)"
     lines = [
-        f"{arch.name} ({arch.family}): {format_count(counts.total)} parameters"
-        + (f", {format_count(counts.active)} active per token" if arch.is_moe else ""),
+        f"{arch.name} ({arch.family}): {format_count(counts.total)} parameters{active}",
         f"  {arch.num_layers} layers, hidden {arch.hidden_size}, vocab {arch.vocab_size}"
         + (", tied embeddings" if arch.tie_word_embeddings else ""),
-        f"  attention {at.kind.upper()}: {at.num_heads} heads, {at.num_kv_heads} KV heads, "
-        f"head dim {at.head_dim}",
+        *("  " + line for line in attention_lines(arch)),
     ]
     window, local = at.sliding_window, arch.num_windowed_layers
     if local:
@@ -59,10 +67,14 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
         lines.append(f"  sliding window of {window:,} tokens on {local} of {arch.num_layers} "
                      f"layers: past it, a token adds {beyond / 1024:,.1f} KiB in bf16")
     if moe:
+        data["moe"] = {"experts": moe.num_experts, "experts_per_token": moe.experts_per_token,
+                       "shared_expert_width": moe.shared.intermediate_size if moe.shared
+                       else 0, "expert_width": moe.expert.intermediate_size}
         lines.append(f"  MoE on {arch.num_moe_layers} layers: {moe.num_experts} experts, "
                      f"{moe.experts_per_token} per token"
                      + (", shared experts" if moe.shared else ""))
     if arch.mtp_layers:
+        data["mtp_layers"] = arch.mtp_layers
         lines.append(f"  + {arch.mtp_layers} multi-token-prediction module(s), not counted")
     if arch.stored:  # a quantized checkpoint: what serving loads unless told otherwise
         data["stored_weights"] = {"method": arch.stored.method,
@@ -80,3 +92,28 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
     lines += [f"note: {n}" for n in data["notes"]]
     data["text"] = "\n".join(lines)
     return data
+
+
+def cached_values_per_layer(arch: ModelArch) -> int:
+    """Values a token leaves in one full-attention layer's KV cache: a key and a value per
+    KV head, or MLA's shared latent and its rope key (DeepSeek-V2 Sec. 2.1.2: 512 + 64 for
+    V3, whatever the head count)."""
+    at = arch.attention
+    if at.kind == "mla":
+        return at.kv_lora_rank + at.qk_rope_head_dim
+    return at.num_kv_heads * (at.head_dim + at.v_head_dim)
+
+
+def attention_lines(arch: ModelArch) -> list[str]:
+    """'attention GQA: 64 heads, 8 KV heads, head dim 64'; MLA also says what it caches,
+    since its keys and values are rebuilt per head from the latent, not stored."""
+    at = arch.attention
+    if at.kind != "mla":
+        return [f"attention {at.kind.upper()}: {at.num_heads} heads, {at.num_kv_heads} KV "
+                f"heads, head dim {at.head_dim}"]
+    return [f"attention MLA: {at.num_heads} heads, query/key dim {at.head_dim} "
+            f"({at.head_dim - at.qk_rope_head_dim} + {at.qk_rope_head_dim} rope), value dim "
+            f"{at.v_head_dim}",
+            f"  cached per token and layer: a {at.kv_lora_rank}-wide latent + a "
+            f"{at.qk_rope_head_dim}-wide rope key ({cached_values_per_layer(arch)} values), "
+            "shared by all heads"]
