@@ -26,7 +26,7 @@ from infraplan.serving.run import price_or_note, simulate_scenario, simulation_j
     window_note
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
-from infraplan.serving.window import simulate_steady
+from infraplan.serving.window import settles, simulate_steady
 from infraplan.serving.window import stationary_stream as stream_at
 from infraplan.units import three_figures
 
@@ -44,7 +44,7 @@ def sweep_fractions(rate_per_s: float, capacity_per_s: float) -> tuple[float, ..
         return SWEEP_FRACTIONS
     beyond = [f * capacity_per_s / rate_per_s for f in CAPACITY_FRACTIONS]
     return SWEEP_FRACTIONS + tuple(f for f in beyond if f > 1.1 * SWEEP_FRACTIONS[-1])
-SWEEP_REQUESTS = 1500  # requests per load-sweep simulation
+SWEEP_REQUESTS = 1500  # requests a load-sweep point runs past (or too near) capacity
 SLO_NAMES = {"ttft_p99_s": "TTFT", "tpot_p99_s": "TPOT", "e2e_p99_s": "end to end"}
 CAPACITY_NOTE = ("Capacity: the most requests a second the deployment completes on these "
                  "lengths, every request queued at the start (a saturated run); a queue is "
@@ -77,32 +77,45 @@ def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
 def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = None,
                fractions=None, max_requests: int = SWEEP_REQUESTS,
                capacity_per_s: float = math.inf) -> list[dict]:
-    """The simulated deployment at fractions of `rate_per_s` (at most `max_requests` each;
-    None: sweep_fractions').
+    """The simulated deployment at fractions of `rate_per_s` (None: sweep_fractions').
+    Below the deployment's capacity (`capacity_per_s`, all replicas) a point runs on the
+    steady-state window the planner uses (window.simulate_steady: a short run from empty
+    engines reads its p99s low, and the sweep's verdicts would then disagree with plan
+    serve's); past capacity, or too near it to settle (window.settles), on at most
+    `max_requests`, whose queue only shows that it grows.
     A point's sustained rate is the long-run throughput of a queue: the offered rate while
     it is below the deployment's capacity, the capacity above it (Kleinrock, Queueing
     Systems I, Sec. 2.1); a short run's own count lags it by the requests still in flight
     when arrivals stop."""
     slo = scenario.slo.to_slo()
+    dep, resolved = sim["deployment"], sim["result"].replica
     points = []
     for f in fractions or sweep_fractions(rate_per_s, capacity_per_s):
-        traffic = stream_at(scenario.traffic, rate_per_s * f, base_dir=base_dir)
-        n = min(traffic.num_requests or max_requests, max_requests)
-        traffic = traffic.model_copy(update={"num_requests": n, "duration_s": None})
-        requests = generate(traffic, seed=scenario.seed, base_dir=base_dir)
-        result = simulate(sim["deployment"], requests, resolved=sim["result"].replica)
+        rate = rate_per_s * f
+        load = rate / capacity_per_s
+        steady = math.isfinite(capacity_per_s) and settles(load)
+        if steady:
+            result = simulate_steady(scenario, dep, resolved, rate,
+                                     capacity_per_s / dep.replicas, base_dir)
+        else:
+            traffic = stream_at(scenario.traffic, rate, base_dir=base_dir)
+            n = min(traffic.num_requests or max_requests, max_requests)
+            traffic = traffic.model_copy(update={"num_requests": n, "duration_s": None})
+            result = simulate(dep, generate(traffic, seed=scenario.seed, base_dir=base_dir),
+                              resolved=resolved)
         s = summarize(result, slo=slo)
-        keeps_up = rate_per_s * f < capacity_per_s
-        points.append({"fraction": f, "rate_per_s": rate_per_s * f, "requests": n,
+        keeps_up = load < 1
+        points.append({"fraction": f, "rate_per_s": rate, "requests": len(result.requests),
                        "requests_per_s": s["throughput"]["requests_per_s"],
-                       "sustained_requests_per_s": min(rate_per_s * f, capacity_per_s),
-                       "keeps_up": keeps_up,
+                       "sustained_requests_per_s": min(rate, capacity_per_s),
+                       "keeps_up": keeps_up, "steady_window": steady,
                        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
                        "ttft_p99_s": s["ttft_s"]["p99"], "tpot_p99_s": s["tpot_s"]["p99"],
                        "e2e_p99_s": s["e2e_s"]["p99"],
                        # over capacity the queue grows past any SLO, however short a run
-                       # shows it (as the planner's replica count never goes below capacity)
-                       "meets_slo": keeps_up and not violations(s, slo)})
+                       # shows it; too near it, no run settles (as the planner never plans
+                       # a replica count there)
+                       "meets_slo": steady and not violations(s, slo)})
     return points
 
 
@@ -124,7 +137,8 @@ def _highest_meeting(points: list[dict], ok: list[dict]) -> str:
 
 
 def _meets_cell(point: dict, slo_set: bool) -> str:
-    over = "" if point["keeps_up"] else " (over capacity)"
+    over = " (over capacity)" if not point["keeps_up"] else "" if point["steady_window"] \
+        else " (too near capacity to measure)"
     if not slo_set:
         return "no SLO set" + over
     return "yes" if point["meets_slo"] else "no" + over
