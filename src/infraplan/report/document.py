@@ -31,8 +31,13 @@ def item(label: str, value, text: str) -> dict:
     return {"label": label, "value": value, "text": text}
 
 
-def table(title: str, columns: list[str], rows: list[list]) -> dict:
-    return {"title": title, "columns": columns, "rows": [[str(c) for c in r] for r in rows]}
+def table(title: str, columns: list[str], rows: list[list], notes=()) -> dict:
+    """A table; `notes` are sentences shown right under it (what its figures count and
+    how they relate to the section's others)."""
+    out = {"title": title, "columns": columns, "rows": [[str(c) for c in r] for r in rows]}
+    if notes:
+        out["notes"] = list(notes)
+    return out
 
 
 def section(framework: str, heading: str, *, items=(), tables=(), figures=(), paragraphs=(),
@@ -68,6 +73,54 @@ def ms(seconds: float | None) -> str:
     if abs(round(seconds * 1e3, 1)) >= 10_000:  # 9.99996 s too: not '10,000.0 ms'
         return f"{seconds:,.1f} s"
     return f"{seconds * 1e3:,.1f} ms"
+
+
+def ms_column(values) -> list[str]:
+    """Latencies that share a column (or a row): all in milliseconds as ms() prints them,
+    or, when one of them ms() would print in seconds, all in seconds ('7.4 s' beside
+    '15.0 s', not '7,399.7 ms')."""
+    def missing(v):
+        return v is None or math.isnan(v)
+
+    shown = [v for v in values if not missing(v)]
+    if not any(abs(round(v * 1e3, 1)) >= 10_000 for v in shown):
+        return [ms(v) for v in values]
+    places = 1 if all(abs(v) >= 1 or v == 0 for v in shown) else 3
+    return ["-" if missing(v) else f"{v:,.{places}f} s" for v in values]
+
+
+def limit_ms(seconds: float) -> str:
+    """A latency limit as written, without padding: '2,000 ms', '50 ms', '12.5 s'."""
+    if seconds >= 10:
+        return f"{seconds:,.6g} s"
+    return f"{seconds * 1e3:,.6g} ms"
+
+
+def _sig3(x: float) -> str:
+    """3 significant figures, trailing zeros kept (10.0, 4.78, 0.0145); 100 and up whole."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:#.3g}"
+
+
+def size_text(size_bytes: float) -> str:
+    """Bytes to 3 significant figures in SI units (GB = 1e9 bytes): '23.1 GB', '5.69 TB'."""
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if size_bytes >= scale:
+            return f"{_sig3(size_bytes / scale)} {unit}"
+    return f"{_sig3(size_bytes)} bytes"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds to 3 significant figures in a unit that suits them: '14.5 ms', '1.85 s',
+    '10.0 min', '3.09 h'."""
+    if seconds >= 3600:
+        return f"{_sig3(seconds / 3600)} h"
+    if seconds >= 60:
+        return f"{_sig3(seconds / 60)} min"
+    if seconds >= 1 or seconds == 0:
+        return f"{_sig3(seconds)} s"
+    if seconds >= 1e-3:
+        return f"{_sig3(seconds * 1e3)} ms"
+    return f"{_sig3(seconds * 1e6)} us"
 
 
 def usd(value: float | None) -> str:

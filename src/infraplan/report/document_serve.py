@@ -14,7 +14,8 @@ from pathlib import Path
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.report import figures as fig
-from infraplan.report.document import item, ms, ordered, section, table, usd
+from infraplan.report.document import (duration_text, item, limit_ms, ms, ms_column, ordered,
+                                       section, table, usd)
 from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.serving.capacity import accepted_share, capacity_summary
 from infraplan.serving.curve_price import CURVE_LABEL, curve_usd_per_million_output
@@ -185,8 +186,9 @@ def _length(spec) -> str:
 
 
 def _latency_table(summary: dict) -> dict:
+    # one unit per row, each row one quantity
     return table("latency", ["", "mean", "p50", "p90", "p99"],
-                 [[label, *(ms(summary[key][k]) for k in ("mean", "p50", "p90", "p99"))]
+                 [[label, *ms_column([summary[key][k] for k in ("mean", "p50", "p90", "p99")])]
                   for label, key in (("time to first token", "ttft_s"),
                                      ("time per output token", "tpot_s"),
                                      ("end to end", "e2e_s"))])
@@ -341,10 +343,11 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                                      "completions/s in the run", "p99 TTFT", "p99 TPOT",
                                      "p99 end to end", "meets SLOs"],
             [[f"{p['rate_per_s']:,.3g}", f"{p['sustained_requests_per_s']:,.3g}",
-              f"{p['requests_per_s']:,.2f}", ms(p["ttft_p99_s"]),
-              ms(p["tpot_p99_s"]), ms(p["e2e_p99_s"]),
-              _meets_cell(p, slo_set)]
-             for p in points])], figures=["load_sweep"],
+              f"{p['requests_per_s']:,.2f}", ttft, tpot, e2e, _meets_cell(p, slo_set)]
+             for p, ttft, tpot, e2e in zip(points, *(
+                 ms_column([p[k] for p in points])  # one unit per column
+                 for k in ("ttft_p99_s", "tpot_p99_s", "e2e_p99_s")), strict=True)])],
+            figures=["load_sweep"],
             items=[item("highest load meeting the SLOs",
                         ok[-1]["rate_per_s"] if ok and slo_set else None,
                         _highest_meeting(points, ok) if slo_set else "no SLO set")])
@@ -360,7 +363,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         item("output length", None, _length(tr.output)),
         item("random seed", scenario.seed, str(scenario.seed)),
         item("SLOs", scenario.slo.model_dump(), ", ".join(
-            f"p99 {SLO_NAMES[k]} ≤ {ms(v)}"
+            f"p99 {SLO_NAMES[k]} ≤ {limit_ms(v)}"
             for k, v in scenario.slo.model_dump().items() if v is not None) or "none")])
     yield_items, yield_paragraphs = [], []
     if plan is not None:
@@ -373,15 +376,16 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                       "load", "$/M output tokens" + (f" {CURVE_LABEL}" if any(
                           c.curve_usd_per_million_output is not None for c in plan.ranked)
                           else "")],
-                     [[c.listed(), c.deployment.num_gpus, usd(c.usd_per_hour),
-                       ms(c.summary["ttft_s"]["p99"]), ms(c.summary["tpot_s"]["p99"]),
+                     [[c.listed(), c.deployment.num_gpus, usd(c.usd_per_hour), ttft, tpot,
                        share_text(c.load_share(plan.rate_per_s)), _per_million(c)]
-                      for c in plan.ranked])],
+                      for c, ttft, tpot in zip(plan.ranked, *(  # one unit per column
+                          ms_column([c.summary[k]["p99"] for c in plan.ranked])
+                          for k in ("ttft_s", "tpot_s")), strict=True)])],
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
                if plan.runnable_nearby else [])
             + [LOAD_NOTE, *plan.unconfirmed_notes, *plan.not_simulated_notes]
-            + [f"{plan.simulations} simulations in {plan.search_seconds:.1f} s"])
+            + [f"{plan.simulations} simulations in {duration_text(plan.search_seconds)}"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:
         yield_items.append(item("headroom before the SLOs break",

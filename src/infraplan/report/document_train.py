@@ -13,13 +13,14 @@ from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import MemoryOptions
 from infraplan.report import figures as fig
-from infraplan.report.document import days, item, ordered, section, table, usd
+from infraplan.report.document import (days, duration_text, item, ordered, section, size_text,
+                                       table, usd)
 from infraplan.report import run as run_view
 from infraplan.report.run import decimals
-from infraplan.report.training import COMPONENTS, HIDDEN
+from infraplan.report.training import COMPONENTS, HIDDEN, cost_cell
 from infraplan.training.constraints import OBJECTIVES, constraint_terms
 from infraplan.training.memory import training_memory
-from infraplan.units import GiB, format_count
+from infraplan.units import GiB, format_count, format_figure, run_length
 
 COMM_KINDS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
 
@@ -33,15 +34,31 @@ def _plans_table(title: str, plans) -> dict:
     rows = [[p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.3f}",
              f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
              days(p.time_to_train_s), "-" if p.gpu_hours is None else f"{p.gpu_hours:,.0f}",
-             f"{p.memory_bytes / GiB:.1f} / {p.capacity_bytes / GiB:.1f}"] for p in plans]
+             cost_cell(p), f"{p.memory_bytes / GiB:.1f} / {p.capacity_bytes / GiB:.1f}"]
+            for p in plans]
     return table(title, ["GPU", "count", "plan", "step s", "tokens/s/GPU", "MFU",
-                         "time to train", "GPU-hours", "memory GiB"], rows)
+                         "time to train", "GPU-hours", "cost", "memory GiB"], rows)
 
 
 def _costs(plans) -> dict:
     """{id(plan): cost line items} for plans priced by plan_training."""
     return {id(p): fig.cost_items(p.economics) for p in plans
             if p.economics and p.economics["cost"]}
+
+
+def _breakdown_bars(result, others) -> tuple[list, list[str]]:
+    """(plans, bar labels) of the step breakdown chart: the first three best plans, labelled
+    with their rank in the best plans table, then each other accelerator's best plan, by its
+    rank when that table holds it, else as 'best <accelerator> plan'."""
+    plans, labels = [], []
+    for p in [*result.best[:3], *others]:
+        if any(p is q for q in plans):
+            continue
+        rank = next((n for n, q in enumerate(result.best, 1) if q is p), None)
+        name = f"{p.plan.num_gpus} x {p.accelerator}"
+        plans.append(p)
+        labels.append(f"#{rank} {name}" if rank else f"best {p.accelerator} plan: {name}")
+    return plans, labels
 
 
 def _memory_bars(scenario, arch, plans) -> list[dict]:
@@ -80,35 +97,9 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
                                                          restart_s),
-                                daly_interval_s=plan.daly_interval_s)
+                                daly_interval_s=plan.daly_interval_s,
+                                mtbf_text=duration_text(mtbf_s))
     return numbers, figure
-
-
-def _sig3(x: float) -> str:
-    """3 significant figures, trailing zeros kept (10.0, 4.78, 0.0145); 100 and up whole."""
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:#.3g}"
-
-
-def size_text(size_bytes: float) -> str:
-    """Bytes to 3 significant figures in SI units (GB = 1e9 bytes): '23.1 GB', '5.69 TB'."""
-    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if size_bytes >= scale:
-            return f"{_sig3(size_bytes / scale)} {unit}"
-    return f"{_sig3(size_bytes)} bytes"
-
-
-def duration_text(seconds: float) -> str:
-    """Seconds to 3 significant figures in a unit that suits them: '14.5 ms', '1.85 s',
-    '10.0 min', '3.09 h'."""
-    if seconds >= 3600:
-        return f"{_sig3(seconds / 3600)} h"
-    if seconds >= 60:
-        return f"{_sig3(seconds / 60)} min"
-    if seconds >= 1 or seconds == 0:
-        return f"{_sig3(seconds)} s"
-    if seconds >= 1e-3:
-        return f"{_sig3(seconds * 1e3)} ms"
-    return f"{_sig3(seconds * 1e6)} us"
 
 
 def _billing_note(scenario, k: dict) -> list[str]:
@@ -133,16 +124,43 @@ def _run_simulation(scenario, best, arch):
     return simulate_training_run(scenario, best, arch=arch)
 
 
-def _strategies(sim) -> tuple[list[dict], list[str]]:
-    """(the strategy table, its paragraphs) of simulate train's runs, as the CLI prints them."""
+def _reconciliation(sim, best, cost) -> list[str]:
+    """How the table's on-demand cost relates to the cost in Economics: plan train bills its
+    time to train (at the fleet's run goodput) and storage; the runs bill their compute."""
+    base = sim.strategies.get("on_demand")
+    if base is None or not cost:
+        return []
+    compute = [c for c in cost if c["item"].startswith("compute")]
+    extras = [c for c in cost if not c["item"].startswith("compute")]
+    billed = "; ".join(f"{c['item']}: {c['basis']}" for c in compute)
+    if extras:
+        billed += ", plus " + ", ".join(f"{c['item']} {usd(c['usd'])}" for c in extras)
+    goodput = hardware.calibration("run-goodput")
+    return [f"The cost in Economics, {usd(fig.total_usd(cost))}, is plan train's over its "
+            f"{days(best.time_to_train_s)} to train at {goodput:.0%} run goodput ({billed}). "
+            "This table bills compute alone, over runs drawn with this plan's own failures, "
+            f"preemptions and checkpoints: the on-demand median run lasts "
+            f"{run_length(base.wall_s.p50)} and costs {usd(base.cost_usd.p50)}."]
+
+
+def _strategies(sim, best=None, cost=None) -> tuple[list[dict], list[str]]:
+    """(the strategy table, its paragraphs) of simulate train's runs, as the CLI prints them,
+    with simulate train's notes: the reserved GPUs' commitment and how plan train's time
+    and cost relate to the runs sit right under the table."""
     if sim is None:
         return [], []
     title = "pricing strategies: Monte-Carlo runs of the chosen plan (simulate train)"
     paragraphs = [f"Price per GPU-hour, {line}" for line in run_view.price_lines(sim)]
     paragraphs += [line[0].upper() + line[1:] + "." for line in run_view.spot_lines(sim)]
-    return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim))], [
+    under = [*([sim.commitment] if sim.commitment else []),
+             *([sim.plan_train_note] if sim.plan_train_note else [])]
+    under += _reconciliation(sim, best, cost) if best is not None else []
+    others = [n for n in sim.notes if n not in under]
+    notes = [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in under]
+    return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim), notes)], [
         run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
         *run_view.against_on_demand(sim), *run_view.interval_lines(sim),
+        *[n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in others],
         run_view.trials_line(sim) + "."]
 
 
@@ -204,7 +222,7 @@ def training_document(scenario, result, arch=None) -> dict:
             and best.gpu_hours is not None:
         figures["frontier_usd"] = fig.frontier_figure(
             result, cost_usd=lambda p: fig.total_usd(costs[id(p)]))
-    figures["step_breakdown"] = fig.step_breakdown_figure([best, *result.best[1:3], *others])
+    figures["step_breakdown"] = fig.step_breakdown_figure(*_breakdown_bars(result, others))
     bars = _memory_bars(scenario, arch, [best, *others])
     figures["memory"] = fig.memory_figure(bars)
     sim = _run_simulation(scenario, best, arch)  # its checkpoint plan is the Yield plan's
@@ -222,7 +240,7 @@ def training_document(scenario, result, arch=None) -> dict:
         item("time to train (with run goodput)", best.time_to_train_s, days(best.time_to_train_s)),
         item("plans evaluated", result.configs_evaluated,
              f"{result.configs_evaluated:,} of {result.candidates:,} candidates "
-             f"({result.fitting:,} fit) in {result.search_seconds:.1f} s")],
+             f"({result.fitting:,} fit) in {duration_text(result.search_seconds)}")],
         tables=[_plans_table("best plans", result.best)], figures=["frontier_gpu_hours"])
     s["Compute"] = section("SCALE", "Compute", items=[
         item("step time", best.step_s, f"{best.step_s:,.3f} s"),
@@ -256,12 +274,12 @@ def training_document(scenario, result, arch=None) -> dict:
     econ = [item("GPU-hours", best.gpu_hours, f"{best.gpu_hours:,.0f}")]
     if best.economics:
         e = best.economics
-        # the card holds the figure, the paragraph below its derivation
-        econ.append(item("energy", e["energy_kwh"], f"{e['energy_kwh']:,.0f} kWh"))
+        # the card holds the figure as the paragraph below, its derivation, prints it
+        econ.append(item("energy", e["energy_kwh"], f"{format_figure(e['energy_kwh'])} kWh"))
         cost_notes.insert(0, f"energy: {e['energy_formula']}")
         if e["carbon_kg_co2e"] is not None:
             econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
-                             f"{e['carbon_kg_co2e']:,.0f} kg CO2e ({e['region']})"))
+                             f"{format_figure(e['carbon_kg_co2e'])} kg CO2e ({e['region']})"))
     else:
         econ.append(item("energy (GPUs at TDP)", best.it_energy_kwh,
                          f"{best.it_energy_kwh:,.0f} kWh"))
@@ -304,7 +322,7 @@ def training_document(scenario, result, arch=None) -> dict:
                              "request load (failures and restarts are under Yield plan)")
     s["Observe"] = section("DEPLOY", "Observe", not_applicable="no observed run is attached "
                            "to this plan")
-    run_tables, run_notes = _strategies(sim)
+    run_tables, run_notes = _strategies(sim, best, cost)
     s["Yield plan"] = _yield_plan(checkpoints, [*run_notes,
                                                 *_billing_note(scenario, checkpoints)],
                                   run_tables)

@@ -70,7 +70,7 @@ def log_ticks(lo: float, hi: float, most: int = 8) -> dict:
                   if lo <= float(f"{m}e{k}") <= hi]
         if 2 <= len(values) <= most:
             return {"tickmode": "array", "tickvals": values,
-                    "ticktext": [f"{v:g}" for v in values]}
+                    "ticktext": [f"{v:,g}" for v in values]}
     return {}
 
 
@@ -117,7 +117,10 @@ def frontier_figure(result, *, cost_usd: Callable | None = None) -> dict:
         ("GPU-hours" if has_tokens else "GPU-hours per step")
     y_title = "time to train (days)" if has_tokens else "step time (s)"
     title = "Time vs cost" if cost_usd is not None else "Time vs GPU-hours"
-    return {"data": traces, "layout": _layout(f"{title}: Pareto frontier", x_title, y_title)}
+    # grouped ticks, as the tables print the figures: '$1,000,000', '600,000'
+    xaxis = {"tickformat": ",", **({"tickprefix": "$"} if cost_usd is not None else {})}
+    return {"data": traces, "layout": _layout(f"{title}: Pareto frontier", x_title, y_title,
+                                              xaxis=xaxis)}
 
 
 def memory_figure(bars: Sequence[dict]) -> dict:
@@ -142,10 +145,12 @@ def memory_figure(bars: Sequence[dict]) -> dict:
                                               yaxis={"autorange": "reversed"})}
 
 
-def step_breakdown_figure(plans: Sequence) -> dict:
+def step_breakdown_figure(plans: Sequence, labels: Sequence[str] | None = None) -> dict:
     """Step time of each plan, stacked: compute, recompute, exposed communication by kind,
-    pipeline bubble, optimizer, data stall (PlanResult.breakdown_s)."""
-    labels = [f"#{n} {p.plan.num_gpus} x {p.accelerator}" for n, p in enumerate(plans, 1)]
+    pipeline bubble, optimizer, data stall (PlanResult.breakdown_s). `labels` name the bars
+    (by default each plan's count and accelerator)."""
+    labels = list(labels) if labels is not None else [
+        f"{p.plan.num_gpus} x {p.accelerator}" for p in plans]
     hover = [p.plan.describe() for p in plans]
     traces = []
     for n, (key, name) in enumerate(STEP_PARTS.items()):
@@ -240,17 +245,18 @@ def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict
                       "marker": {"color": COLORS[0]},
                       "hovertemplate": "%{x}: %{text}<br>%{customdata}<extra></extra>"}],
             "layout": _layout(title, "", "USD", showlegend=False,
-                              yaxis={"tickprefix": "$", "rangemode": "tozero"},
+                              yaxis={"tickprefix": "$", "tickformat": ",",
+                                     "rangemode": "tozero"},
                               margin={"t": 40})}
 
 
 def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
                    chosen_interval_s: float, waste: Callable[[float], float], *,
-                   daly_interval_s: float | None = None) -> dict:
+                   daly_interval_s: float | None = None, mtbf_text: str | None = None) -> dict:
     """Share of wall time doing useful work, 1 - waste(interval), over checkpoint intervals
     around the chosen one (Daly's, or the upload when Daly's is shorter: then Daly's is
     marked too); `waste` is reliability.checkpoint.waste_fraction bound to the job's
-    checkpoint cost, MTBF and restart time."""
+    checkpoint cost, MTBF and restart time; `mtbf_text` is the MTBF as the page shows it."""
     lo = max(blocking_s, chosen_interval_s / 30.0)
     hi = min(max(chosen_interval_s * 30.0, lo * 10), mtbf_s * 4)
     intervals = np.geomspace(lo, max(hi, lo * 2), 80)
@@ -268,7 +274,8 @@ def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
         {"type": "scatter", "mode": "markers", "name": "interval used",
          "x": [chosen_interval_s / 60.0], "y": [best],
          "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}, *daly],
-        "layout": _layout(f"Goodput vs checkpoint interval (MTBF {mtbf_s / 3600:.1f} h)",
+        "layout": _layout("Goodput vs checkpoint interval (MTBF "
+                          f"{mtbf_text or f'{mtbf_s / 3600:,.1f} h'})",
                           "checkpoint interval (minutes, log scale)", "goodput",
                           xaxis={"type": "log", **log_ticks(minutes[0], minutes[-1])},
                           yaxis={"tickformat": ".1%"})}

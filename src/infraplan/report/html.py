@@ -75,6 +75,7 @@ figcaption { font-weight: 600; font-size: 0.9rem; padding: 2px 4px 0; }
 p.para { margin: 4px 0; font-size: 0.9rem; color: var(--muted); overflow-wrap: anywhere; }
 ul.paras { margin: 0 0 6px; padding-left: 22px; font-size: 0.9rem; color: var(--muted);
   overflow-wrap: anywhere; }
+p.table-note { margin: -6px 0 10px; }
 p.na { color: var(--na); font-style: italic; margin: 4px 0 8px; }
 footer { max-width: 1180px; margin: 20px auto; padding: 0 16px; color: var(--muted);
   font-size: 0.8rem; }
@@ -188,8 +189,9 @@ def _table(t: dict) -> str:
                    for r in t["rows"])
     if not t["rows"]:  # a header over nothing read as a table that failed to load
         body = f'<tr><td class="empty" colspan="{len(t["columns"])}">none</td></tr>'
+    notes = "".join(f'<p class="para table-note">{escape(n)}</p>' for n in t.get("notes", ()))
     return (f'<div class="table-wrap"><table><caption>{escape(t["title"])}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{notes}")
 
 
 def _figure_title(figure: dict) -> str:

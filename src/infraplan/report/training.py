@@ -22,7 +22,9 @@ def _days(seconds):
     return "-" if seconds is None else run_length(seconds)
 
 
-def _usd(p) -> str:
+def cost_cell(p) -> str:
+    """A plan's cost in the plans tables (the CLI's and the report's): whole dollars, '-'
+    when unpriced."""
     cost = p.economics and p.economics["cost"]
     return f"${cost['total_usd']:,.0f}" if cost else "-"
 
@@ -33,7 +35,7 @@ def plans_table(plans) -> str:
         rows.append([p.accelerator, p.plan.num_gpus, p.plan.describe(), f"{p.step_s:,.2f}",
                      f"{p.tokens_per_s / p.plan.num_gpus:,.0f}", f"{p.mfu:.1%}",
                      _days(p.time_to_train_s),
-                     f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-", _usd(p),
+                     f"{p.gpu_hours:,.0f}" if p.gpu_hours is not None else "-", cost_cell(p),
                      memory_cell(p)])
     return table(["GPU", "count", "plan", "step s", "tok/s/GPU", "MFU", "time",
                   "GPU-hours", "cost", "mem GiB"], rows, align_right=[1, 3, 4, 5, 6, 7, 8, 9])
@@ -97,4 +99,4 @@ def search_report(model: str, result) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["search_report", "plans_table", "breakdown", "memory_cell", "format_count"]
+__all__ = ["search_report", "plans_table", "cost_cell", "breakdown", "memory_cell", "format_count"]
