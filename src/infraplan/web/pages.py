@@ -63,6 +63,10 @@ form.plan label.invalid input, form.plan label.invalid select { border-color: #a
   #result th, #result td { padding: 3px 4px; white-space: normal; }
   #result td.num { white-space: nowrap; }
   #result th.wrap, #result td.wrap { min-width: 8em; }
+  /* a table still wider (the load sweep's 7 columns) scrolls under a caption that stays
+     whole in view */
+  #result caption { position: sticky; left: 0; max-width: calc(100vw - 34px);
+    box-sizing: border-box; }
 }
 """
 
