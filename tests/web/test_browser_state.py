@@ -115,34 +115,44 @@ def test_a_failed_run_clears_the_earlier_answer(browser, live_server):
     home.fill("input[name=seq_len]", "0")
     home.click("button[type=submit]")
     home.wait_for_selector("#error:not(.hidden)")
-    assert home.inner_text("#error").startswith("seq_len: Input should be greater than or "
-                                                "equal to 1")
+    assert home.inner_text("#error").startswith("context length (tokens): must be greater "
+                                                "than or equal to 1")
     assert home.inner_html("#inspect") == ""
     home.close()
     assert not errors and not home_errors
 
 
 def test_a_links_unusable_values_are_reported(browser, live_server):
-    page, errors = _open_train(browser, live_server,
-                               "?model=llama-3.1-8b&gpus=h999,h100-sxm5-80gb&tokens=abc"
-                               "&min_count=8&max_count=8.5&global_batch=64&colour=red")
-    page.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
-    page.wait_for_selector('#result [data-label="step time"]', timeout=60_000)
-    notice = page.inner_text("#notice")  # still there after the run the link started
-    assert notice.startswith("ignored from the link: gpus=h999,h100-sxm5-80gb (h999 is not "
-                             "one of ")
-    assert notice.endswith("; tokens=abc (not a number); max_count=8.5 (not a whole number); "
-                           "colour=red (not a field of this page)")
-    assert page.input_value("input[name=tokens]") == "1e11"  # the form's own default
-    page.click("button[type=submit]")  # a run of the user's own: the link is done with
-    page.wait_for_selector("#notice.hidden", state="attached")
+    """A link's bad values used to be replaced by the form's defaults and the plan ran
+    anyway. Now each stays in its field, marked with its label and the fix, and nothing
+    runs; a name the page has no field for is named in the notice."""
+    query = ("?model=llama-3.1-8b&gpus=h999,h100-sxm5-80gb&tokens=abc&min_count=8"
+             "&max_count=8.5&global_batch=64&colour=red")
+    page, errors = _page(browser, live_server, DESKTOP)
+    posted = []
+    page.on("request", lambda r: posted.append(r.url) if "/api/plan/" in r.url else None)
+    page.goto(f"{live_server}/train{query}")
+    page.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    choices = page.locator("select[name=gpus] option:not([data-link])").count()
+    assert choices > 8
+    assert page.inner_text("#error") == (
+        "tokens to train on: 'abc' is not a number; use e.g. 1e11; accelerators (up to 3): "
+        f"'h999' is not one of the {choices} choices; pick one in the list; most GPUs: '8.5' "
+        "is not a whole number; use e.g. 64")
+    assert page.inner_text("#notice") == (
+        "ignored from the link: colour=red (not a field of this page). To fix: correct the "
+        "link, or press the button to run without them")
+    assert page.input_value("input[name=tokens]") == "abc"  # the link's, not the default
+    assert page.input_value("input[name=max_count]") == "8.5"
+    assert _beside(page, "max_count") == "most GPUs: '8.5' is not a whole number; use e.g. 64"
+    assert not posted and page.inner_html("#result") == "" and page.url.endswith(query)
     page.close()
     serve, serve_errors = _page(browser, live_server, DESKTOP)
     serve.goto(f"{live_server}/serve?mode=bogus")
-    serve.wait_for_selector("#notice:not(.hidden)", timeout=WAIT_MS)
-    assert serve.inner_text("#notice") == ("ignored from the link: mode=bogus (bogus is not "
-                                           "one of plan, simulate)")
-    assert serve.input_value("select[name=mode]") == "plan"
+    serve.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
+    assert serve.inner_text("#error") == ("what to do: 'bogus' is not one of plan, simulate; "
+                                          "pick one")
+    assert serve.input_value("select[name=mode]") == "bogus"
     serve.close()
     assert not errors and not serve_errors
 
@@ -253,6 +263,7 @@ def test_the_apis_message_is_beside_its_field(browser, live_server):
     assert _beside(page, "tp") == ""
     page.goto(f"{live_server}/?model=llama-3.1-8b&seq_len=0")
     page.wait_for_selector("#error:not(.hidden)", timeout=WAIT_MS)
-    assert _beside(page, "seq_len").startswith("seq_len: Input should be greater than or equal")
+    assert _beside(page, "seq_len").startswith("context length (tokens): must be greater than "
+                                               "or equal")
     page.close()
     assert not errors

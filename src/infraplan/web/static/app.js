@@ -42,12 +42,27 @@
     return el.value.trim();
   }
   function setValue(el, text) {
-    if (el.multiple) {
-      var wanted = text.split(',');
+    if (el.tagName === 'SELECT') {
+      // a value that is not a choice (a link's typo) stays in view, marked, until changed
+      el.querySelectorAll('option[data-link]').forEach(function (o) { o.remove(); });
+      var wanted = el.multiple ? text.split(',') : [text];
+      var names = Array.prototype.map.call(el.options, function (o) { return o.value; });
+      wanted.forEach(function (w) {
+        if (names.indexOf(w) >= 0) { return; }
+        var o = document.createElement('option');
+        o.value = o.textContent = w;
+        o.setAttribute('data-link', '');
+        el.insertBefore(o, el.firstChild);
+      });
       Array.prototype.forEach.call(el.options, function (o) {
         o.selected = wanted.indexOf(o.value) >= 0;
       });
-    } else { el.value = text; }
+      return;
+    }
+    if (el.type === 'number' && text.trim() && !isFinite(Number(text))) {
+      el.type = 'text';  // a number field would drop the text: keep it, to be fixed
+    }
+    el.value = text;
   }
   function convert(el, v) {
     var type = el.getAttribute('data-type');
@@ -92,24 +107,74 @@
     if (uploaded) { q.set(UPLOAD_KEY, uploaded.name); }  // names it; cannot carry it
     return q.toString();
   }
-  // why a link's value cannot go into `el`, or '' when it can
+  // edit distance of two strings (for 'did you mean')
+  function distance(a, b) {
+    var row = [];
+    for (var j = 0; j <= b.length; j++) { row.push(j); }
+    for (var i = 1; i <= a.length; i++) {
+      var diag = row[0];
+      row[0] = i;
+      for (j = 1; j <= b.length; j++) {
+        var up = row[j];
+        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+        diag = up;
+      }
+    }
+    return row[b.length];
+  }
+  // the choice closest to `text` (a typo of it), or '' when none is close
+  function closest(text, choices) {
+    var best = '', score = 0.59;  // difflib's cutoff (0.6), as the library's 'did you mean'
+    var key = text.trim().toLowerCase();
+    choices.forEach(function (c) {
+      var s = 1 - distance(key, c.toLowerCase()) / Math.max(key.length, c.length, 1);
+      if (s > score) { best = c; score = s; }
+    });
+    return best;
+  }
+  function choicesOf(el) {  // a select's own options, not a link's value put in it
+    return Array.prototype.filter.call(el.options, function (o) {
+      return o.value && !o.hasAttribute('data-link');
+    }).map(function (o) { return o.value; });
+  }
+  // why `text` cannot be `el`'s value, or '' when it can: the field's label, the value, the
+  // choices or the closest one, and the fix
   function problem(el, text) {
     var type = el.getAttribute('data-type');
-    var parts = el.multiple || type === 'list-int' ? text.split(',') : [text];
+    var label = labelOf(el);
+    var parts = el.multiple || /^list/.test(type) ? text.split(',') : [text];
     if (el.tagName === 'SELECT') {
-      var names = Array.prototype.map.call(el.options, function (o) { return o.value; });
-      var bad = parts.filter(function (p) { return names.indexOf(p) < 0; });
-      return bad.length ? bad.join(',') + ' is not one of ' +
-        names.filter(Boolean).slice(0, 8).join(', ') + (names.length > 8 ? ', ...' : '') : '';
+      if (el.multiple && !text) { return ''; }  // none picked: emptyRequired says so
+      var names = choicesOf(el);
+      var all = Array.prototype.filter.call(el.options, function (o) {
+        return !o.hasAttribute('data-link');
+      }).map(function (o) { return o.value; });
+      var bad = parts.filter(function (p) { return all.indexOf(p) < 0; });
+      if (!bad.length) { return ''; }
+      var near = closest(bad[0], names.concat(Object.keys(el.catalogNames || {})));
+      near = near && el.catalogNames && el.catalogNames[near] || near;
+      return label + ": '" + bad.join(',') + "' is not one of " + (near
+        ? "the choices; did you mean '" + near + "'? To fix: pick it, or another, in the list"
+        : names.length <= 8 ? names.join(', ') + '; pick one'
+          : 'the ' + names.length + ' choices; pick one in the list');
     }
     if (!text.trim()) { return ''; }
     if (type === 'int' || type === 'float' || type === 'list-int') {
       var whole = type !== 'float';
-      var wrong = parts.some(function (p) {
+      var wrong = parts.filter(function (p) {
         var n = Number(p);
         return !p.trim() || !isFinite(n) || (whole && !Number.isInteger(n));
       });
-      if (wrong) { return whole ? 'not a whole number' : 'not a number'; }
+      if (wrong.length) {
+        var example = type === 'list-int' ? '1,2,4' : el.defaultValue || el.placeholder ||
+          (whole ? '1' : '0.5');
+        return label + ": '" + (wrong[0].trim() || text) + "' is not " +
+          (whole ? 'a whole number' : 'a number') + '; use e.g. ' + example;
+      }
+    }
+    if (type === 'list' && parts.some(function (p) { return !p.trim(); })) {
+      return label + ": '" + text + "' has an empty item; separate names with one comma, " +
+        'e.g. ' + (el.placeholder || 'a,b');
     }
     return '';
   }
@@ -144,17 +209,32 @@
     q.forEach(function (text, name) {
       if (upload !== null && name === UPLOAD_KEY) { return; }
       var el = byName[name];
-      text = el ? canonical(el, text) : text;
-      var why = el ? problem(el, text) : 'not a field of this page';
-      if (why) {
-        ignored.push(name + '=' + text + ' (' + why + ')');
-      } else if (el) {
-        setValue(el, text);
-        any = true;
+      if (!el) {
+        var near = closest(name, Object.keys(byName));
+        ignored.push(name + '=' + text + ' (not a field of this page' +
+          (near ? "; did you mean '" + near + "'?" : '') + ')');
+        return;
       }
+      setValue(el, canonical(el, text));  // a bad value too: it is marked, not replaced
+      any = true;
     });
     showMode();
-    var notes = ignored.length ? ['ignored from the link: ' + ignored.join('; ')] : [];
+    // a value the link asked for that cannot be used: shown in its field, and nothing runs
+    if (invalid().length) { any = false; }
+    var notes = ignored.length ? ['ignored from the link: ' + ignored.join('; ') +
+      '. To fix: correct the link, or press the button to run without them'] : [];
+    if (ignored.length) { any = false; }
+    // a bad value in a field of the other mode (serve: plan / simulate) does not stop this
+    // mode's run: it is named here, and refused if that mode is picked
+    var unused = fields().filter(function (el) {
+      return !active(el) && q.has(el.name);
+    }).map(function (el) {
+      var v = values(el);
+      return problem(el, Array.isArray(v) ? v.join(',') : v);
+    }).filter(Boolean);
+    if (unused.length) {
+      notes.push('not used by ' + mode() + ' (and not valid): ' + unused.join('; '));
+    }
     if (upload !== null) {
       // nothing runs until the file is back: the catalog default is not the linked model
       setUpload(null, missingUpload(upload), 'upload ' + upload + ' again');
@@ -162,7 +242,24 @@
       any = false;
     }
     showNotice(notes.join('. '));
+    if (!any) { refuse(invalid()); }
     return any;
+  }
+  // the active fields whose value cannot be sent, each with why: [[el, message], ...]
+  function invalid() {
+    return fields().filter(function (el) {
+      return active(el) && el.getAttribute('data-type') !== 'skip' || el.name === 'mode';
+    }).map(function (el) {
+      var v = values(el);
+      return [el, problem(el, Array.isArray(v) ? v.join(',') : v)];
+    }).filter(function (x) { return x[1]; });
+  }
+  // shows why a run cannot go: in the error box, each beside its field; true if any
+  function refuse(bad) {
+    if (!bad.length) { return false; }
+    failed(bad.map(function (x) { return x[1]; }).join('; '));
+    bad.forEach(function (x) { mark(x[0], x[1]); });
+    return true;
   }
   function fillCatalogs() {
     var selects = form.querySelectorAll('select[data-catalog]');
@@ -210,7 +307,9 @@
     var label = el.closest('label');
     return label ? label.firstChild.textContent.trim() : el.name;
   }
-  // the field an API message is about: 'tp=3 ...', 'min_count 64 ...', 'traffic.cv: ...'
+  // the API's message in the form's terms, each part beside the field it is about ('tp=3
+  // ...', 'min_count 64 ...', 'traffic.cv: ...', 'tp.1: ...' an item of a list): a part
+  // that opens with a field's request path opens with its label instead
   function markDetail(detail) {
     var byPath = {};
     fields().forEach(function (el) {
@@ -219,11 +318,17 @@
       var group = el.getAttribute('data-group');
       byPath[group ? group + '.' + key : key] = el;
     });
-    detail.split('; ').forEach(function (part) {
-      var m = /^([A-Za-z_][\w.]*)(?::\s*|=|\s)/.exec(part);
+    return detail.split('; ').map(function (part) {
+      var m = /^([A-Za-z_][\w.]*?)(\.\d+)?(:\s*|=|\s)/.exec(part);
       var el = m && Object.prototype.hasOwnProperty.call(byPath, m[1]) ? byPath[m[1]] : null;
-      if (el && !el.closest('label.invalid')) { mark(el, part); }
-    });
+      if (!el) { return part; }
+      if (m[3].charAt(0) === ':') {  // pydantic's wording, in the library's voice
+        part = labelOf(el) + ': ' + part.slice(m[0].length)
+          .replace(/^Input should be /, 'must be ').replace(/^List should /, 'should ');
+      }
+      if (!el.closest('label.invalid')) { mark(el, part); }
+      return part;
+    }).join('; ');
   }
   // a field the page shows filled in (a count, a size, a list) that is now empty: the API's
   // default for it may differ from the one the form showed, so the run is not sent
@@ -315,6 +420,12 @@
     showError('');
     if (!fromLink) { showNotice(''); }
     if (uploadError) { failed(uploadError); return Promise.resolve(); }
+    var bad = invalid();
+    if (bad.length) {
+      refuse(bad);
+      bad[0][0].focus();
+      return Promise.resolve();
+    }
     var missing = emptyRequired();
     if (missing.length) {
       failed(missing.map(function (el) {
@@ -347,8 +458,9 @@
       .then(function (answer) {
         if (!answer.ok) {
           var detail = answer.data.detail;
-          failed(typeof detail === 'string' ? detail : JSON.stringify(detail));
-          if (typeof detail === 'string') { markDetail(detail); }
+          if (typeof detail !== 'string') { detail = JSON.stringify(detail); }
+          failed(detail);
+          showError(markDetail(detail));  // marks stay: showError('') alone unmarks
           return;
         }
         if (inspecting) {
@@ -431,6 +543,13 @@
   }
   var modeField = form.elements.namedItem('mode');
   if (modeField) { modeField.addEventListener('change', showMode); }
+  // a link's bad value leaves its select once another choice is picked
+  form.addEventListener('change', function (e) {
+    if (e.target.tagName !== 'SELECT') { return; }
+    e.target.querySelectorAll('option[data-link]').forEach(function (o) {
+      if (!o.selected) { o.remove(); }
+    });
+  });
   form.addEventListener('submit', function (e) { e.preventDefault(); run(false); });
   fillCatalogs().then(function () {
     if (applyQuery()) { run(true); }
