@@ -161,3 +161,13 @@ def test_the_serving_reports_latency_columns_and_slos():
         t for s in doc["sections"] for t in s["tables"]] if t["title"] == "latency")
     for row in latency["rows"]:  # one unit per quantity
         assert len({c.rsplit(" ", 1)[-1] for c in row[1:]}) == 1, row
+
+
+def test_a_billed_checkpoint_unlike_the_one_written_is_pointed_out(finetune_doc):
+    """The Yield plan wrote a 58.0 GB checkpoint (weights and 8-bit Adam states) while the
+    cost billed 48 copies of the scenario's 14 GB (bf16 weights) and no line said so."""
+    paragraphs = _section(finetune_doc, "Yield plan")["paragraphs"]
+    assert ("The cost bills 14 GB a checkpoint (costs.checkpoint_gb), the Yield plan writes "
+            "58.0 GB (the model and optimizer states a restart needs). Keep the scenario's "
+            "figure if the kept copies hold less (weights only), else set "
+            "costs.checkpoint_gb: 58.") in paragraphs

@@ -102,16 +102,30 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     return numbers, figure
 
 
+SIZE_MISMATCH = 0.1  # a billed checkpoint this far from the modelled one is pointed out
+
+
 def _billing_note(scenario, k: dict) -> list[str]:
-    """Why the cost's checkpoint line names another tier than the one written to, if so."""
+    """Why the cost's checkpoint line names another tier than the one written to, and
+    another size than the checkpoint the Yield plan writes, if so."""
     billed = scenario.billed_costs()
-    if not billed.checkpoint_gb or billed.checkpoint_tier == k["storage_tier"]:
+    if not billed.checkpoint_gb:
         return []
-    return [f"Checkpoints are written to {k['storage_tier']}; the cost bills the "
-            f"{billed.checkpoints_kept:,} kept copies of {billed.checkpoint_gb:,g} GB "
-            f"(costs.checkpoint_gb) at {billed.checkpoint_tier}'s price. Set "
-            "costs.checkpoint_tier (or run.checkpoint_storage) to bill them where they are "
-            "written."]
+    notes = []
+    if billed.checkpoint_tier != k["storage_tier"]:
+        notes.append(f"Checkpoints are written to {k['storage_tier']}; the cost bills the "
+                     f"{billed.checkpoints_kept:,} kept copies of {billed.checkpoint_gb:,g} GB "
+                     f"(costs.checkpoint_gb) at {billed.checkpoint_tier}'s price. Set "
+                     "costs.checkpoint_tier (or run.checkpoint_storage) to bill them where "
+                     "they are written.")
+    written_gb = k["size_bytes"] / 1e9
+    if abs(billed.checkpoint_gb / written_gb - 1) > SIZE_MISMATCH:
+        notes.append(f"The cost bills {billed.checkpoint_gb:,g} GB a checkpoint "
+                     f"(costs.checkpoint_gb), the Yield plan writes {size_text(k['size_bytes'])}"
+                     " (the model and optimizer states a restart needs). Keep the scenario's "
+                     "figure if the kept copies hold less (weights only), else set "
+                     f"costs.checkpoint_gb: {written_gb:,.3g}.")
+    return notes
 
 
 def _run_simulation(scenario, best, arch):
