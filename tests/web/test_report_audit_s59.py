@@ -171,3 +171,20 @@ def test_a_billed_checkpoint_unlike_the_one_written_is_pointed_out(finetune_doc)
             "58.0 GB (the model and optimizer states a restart needs). Keep the scenario's "
             "figure if the kept copies hold less (weights only), else set "
             "costs.checkpoint_gb: 58.") in paragraphs
+
+
+def test_the_per_million_price_shows_how_it_is_made():
+    """'$5.38' an hour, '4,588' output tok/s and '$0.299' per million did not multiply out:
+    the price is at the 5,006 tok/s served while requests arrive, which the page left out.
+    The item now carries its basis, and the figures in it reproduce it."""
+    from infraplan.report.document import build_document
+
+    doc = build_document(EXAMPLES / "serve-llama8b-chat.yaml")
+    econ = _items(_section(doc, "Economics"))
+    text = econ["cost per million output tokens"]
+    m = re.fullmatch(r"\$([\d.]+): \$([\d.]+)/h / \(([\d,]+) output tok/s while requests "
+                     r"arrive x 3,600 s\) x 1e6", text)
+    assert m, text
+    price, hourly, rate = float(m[1]), float(m[2]), float(m[3].replace(",", ""))
+    assert econ["compute cost per hour"] == f"${hourly:.2f}"
+    assert price == pytest.approx(hourly / (rate * 3600) * 1e6, abs=0.001)

@@ -120,6 +120,21 @@ def load_sweep(scenario, sim: dict, rate_per_s: float, base_dir: Path | None = N
     return points
 
 
+def _per_million_basis(summary: dict, hourly_usd: float, month_usd: float,
+                       curve: float | None) -> str:
+    """How a $/M output tokens figure is made, from figures the page shows: the compute
+    cost an hour over the output an hour at the simulated rate (while requests arrive,
+    metrics.steady_rates, else over the whole run), or a month's cost over a month of the
+    diurnal curve's output (curve_price.py)."""
+    if curve is not None:
+        return (f"the month's {usd(month_usd)} over {month_usd / curve:,.0f} million output "
+                "tokens of a month of the curve")
+    steady = summary.get("steady")
+    rate = (steady or summary["throughput"])["output_tokens_per_s"]
+    when = "while requests arrive" if steady else "over the run"
+    return (f"{usd(hourly_usd)}/h / ({rate:,.0f} output tok/s {when} x 3,600 s) x 1e6")
+
+
 def _memory_bar(label: str, replica) -> dict:
     m = replica.memory
     return {"label": label, "weights_bytes": m.weight_bytes,
@@ -307,11 +322,12 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                      curve_usd_per_million_output(scenario, fig.total_usd(items), summary,
                                                   base_dir))
             per_million = c["usd_per_million_output_tokens"] if curve is None else curve
-            econ = [item("cost per hour", dep.num_gpus * c["usd_per_gpu_hour"],
-                         usd(dep.num_gpus * c["usd_per_gpu_hour"])),
+            hourly = dep.num_gpus * c["usd_per_gpu_hour"]
+            econ = [item("compute cost per hour", hourly, usd(hourly)),
                     item("cost per million output tokens"
                          + ("" if curve is None else f" {CURVE_LABEL}"), per_million,
-                         f"${per_million:,.3f}"),
+                         f"${per_million:,.3f}: " + _per_million_basis(
+                             summary, hourly, fig.total_usd(items), curve)),
                     item("cost per month (30.44 days)", fig.total_usd(items),
                          usd(fig.total_usd(items)))]
             econ_tables = [table("cost line items (a month of 30.44 days)",
