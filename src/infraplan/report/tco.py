@@ -23,6 +23,6 @@ def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = N
         lines.append(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
                      f"{rent.message}{per_gpu}")
     if api is not None:
-        lines.append(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} per million tokens: "
-                     f"{api.message}")
+        lines.append(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} per "
+                     f"million tokens: {api.message}")
     return "\n".join(lines)
