@@ -202,7 +202,8 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
         LineItem("capex", price / years, f"${price:,.0f} / {years:g} years (straight line)"),
         LineItem("power", kwh * kwh_price,
                  f"({g} x {gpu.tdp_watts:,.0f} W + {host_w:,.0f} W host) x {u:g} x "
-                 f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x ${format_usd_rate(kwh_price)}/kWh"),
+                 f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x "
+                 f"${format_usd_rate(kwh_price)}/kWh"),
         LineItem("facility", colo * system_kw * 12,
                  f"${format_usd_rate(colo)}/kW-month x {system_kw:g} kW x 12 months"),
         LineItem("operations", ops * price, f"{ops:g} x ${price:,.0f} per year"),

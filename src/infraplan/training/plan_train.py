@@ -161,9 +161,10 @@ def unused_price_notes(scenario: TrainScenario) -> list[str]:
         if name in compared:
             continue
         means = "" if name == key else f", the catalog's {name}"
-        notes.append(f"prices: {key} (${format_usd_rate(usd)}/GPU-h{means}) is unused: it is not among the "
-                     f"accelerators compared ({', '.join(compared)}). To fix: add {key} to "
-                     "hardware.gpus to compare it, or key the price by a compared one "
+        notes.append(f"prices: {key} (${format_usd_rate(usd)}/GPU-h{means}) is unused: it is "
+                     f"not among the accelerators compared ({', '.join(compared)}). To fix: "
+                     f"add {key} to hardware.gpus to compare it, or key the price by a "
+                     "compared one "
                      f"(prices: {{{compared[0]}: {usd:g}}})")
     return notes
 
