@@ -188,3 +188,20 @@ def test_the_per_million_price_shows_how_it_is_made():
     price, hourly, rate = float(m[1]), float(m[2]), float(m[3].replace(",", ""))
     assert econ["compute cost per hour"] == f"${hourly:.2f}"
     assert price == pytest.approx(hourly / (rate * 3600) * 1e6, abs=0.001)
+
+
+@pytest.mark.parametrize("example", ["article-1-finetune-7b.yaml",
+                                     "article-3-serve-70b-100k-users.yaml"])
+def test_the_grid_intensity_and_its_source_are_on_the_page(example, capsys):
+    """`plan train` / `plan serve` print 'grid: us-east-1: 343.48 g/kWh (2025, estimate);
+    source: ...' under the energy line; the report gave the carbon without it."""
+    from infraplan.cli import main
+    from infraplan.report.document import build_document
+
+    kind = "serve" if "serve" in example else "train"
+    assert main(["plan", kind, str(EXAMPLES / example)]) == 0
+    (grid,) = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("grid: ")]
+    assert grid.startswith("grid: us-east-1: 343.48 g/kWh (2025, estimate); source: ")
+    paragraphs = _section(build_document(EXAMPLES / example), "Economics")["paragraphs"]
+    assert grid in paragraphs

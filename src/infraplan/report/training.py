@@ -56,7 +56,13 @@ def economics_lines(e: dict) -> list[str]:
         lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
         lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
                   for i in e["cost"]["items"]]
-    lines.append(f"energy {e['energy_formula']}")
+    return lines + energy_lines(e)
+
+
+def energy_lines(e: dict) -> list[str]:
+    """A plan's energy formula and the grid intensity its carbon is taken at, with its
+    source (plan_economics' JSON)."""
+    lines = [f"energy {e['energy_formula']}"]
     if e["intensity_note"]:
         hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
         lines.append(f"grid: {e['intensity_note']}{hint}")
