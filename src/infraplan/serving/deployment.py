@@ -165,7 +165,11 @@ class Deployment(SpecModel):
         """'4 x 1 x h100' (replicas x GPUs a replica x accelerator); with pipeline stages,
         '1 x 4 x h100 (TP 2 x PP 2)', so the count multiplies out to the GPUs billed.
         `gpu`: the accelerator's name to show (the catalog's, for the scenario's alias)."""
-        return f"{self.replicas} x {self.tp * self.pp} x {gpu or self.gpu}" + (
+        return f"{self.replicas} x {self.replica_shape(gpu)}"
+
+    def replica_shape(self, gpu: str | None = None) -> str:
+        """One replica's part of shape(): '1 x h100', '4 x h100 (TP 2 x PP 2)'."""
+        return f"{self.tp * self.pp} x {gpu or self.gpu}" + (
             f" (TP {self.tp} x PP {self.pp})" if self.pp > 1 else "")
 
     def speculation(self) -> str:

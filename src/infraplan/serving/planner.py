@@ -59,8 +59,7 @@ class Candidate:
         """'3 x 2 x h100 fp8/kv bf16'; 'replicas of 2 x h100 ...' when no replica count
         met the SLOs (the deployment then holds max_replicas, a cap, not a count tried)."""
         d = self.deployment
-        shape = d.shape() if self.replicas_found else \
-            "replicas of " + d.model_copy(update={"replicas": 1}).shape().split(" x ", 1)[1]
+        shape = d.shape() if self.replicas_found else f"replicas of {d.replica_shape()}"
         return (f"{shape} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
 
