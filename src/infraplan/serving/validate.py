@@ -219,6 +219,10 @@ def _in_columns(row: dict, exc: InputError) -> InputError:
     return InputError(message if message.startswith(prefix) else prefix + message, fix=exc.fix)
 
 
+# What a replica's memory cannot hold (serving/memory.py, simulate.py): the model's limit
+_CAPACITY_LIMITS = ("leave no room for the KV cache", "KV blocks; the cache holds")
+
+
 def predict_row(row: dict, base_dir: Path) -> RowResult:
     metric = row_metric(row, METRICS)
     published = row_float(row, "value", required=True)
@@ -231,8 +235,12 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         raise _in_columns(row, exc) from None
     try:
         result = simulate(dep, requests, base_dir=base_dir)
-    except InputError as exc:  # the replica cannot run these requests: the model's limit
-        raise RowModelError(_in_columns(row, exc).message, fix=exc.fix) from None
+    except InputError as exc:
+        located = _in_columns(row, exc)
+        if not any(limit in exc.message for limit in _CAPACITY_LIMITS):
+            raise located from None  # a choice the engine or the chip lacks (tp=3, int4 KV)
+        # the memory holds no KV cache or no static batch: the model's limit, not the row's
+        raise RowModelError(located.message, fix=located.fix) from None
     summary = summarize(result)
     if summary["dropped"]:
         # a run whose engine refused requests published no figure to compare with
@@ -251,10 +259,10 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens,
                    stand_in=_stand_in(row.get("engine")))
     engine = (row.get("engine") or "").strip()
-    stand_in = engine if engine and plan.stand_in else ""
+    stand_in = (engine or "no engine given") if plan.stand_in else ""
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan,
                      notes=tuple(row_notes(row, base_dir)), stand_in=stand_in,
-                     stand_in_match=_engine_match(engine) if stand_in else "")
+                     stand_in_match=_engine_match(engine) if stand_in and engine else "")
 
 
 def validate_serving(path: str | Path, progress=None) -> ValidationReport:

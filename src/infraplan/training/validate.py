@@ -90,8 +90,9 @@ def check_arithmetic(row: dict, knobs: Knobs, arch, global_batch: int) -> None:
                          fix="correct the num_gpus cell or one of tp, pp, cp, dp (or empty dp "
                              "and the planner takes what the GPU count leaves)")
     if given and n % product:
+        cells = f"{', '.join(given)} cell{'s' if len(given) > 1 else ''}"
         raise InputError(f"row {rid!r}: num_gpus={n:,} is not a multiple of {shown} = "
-                         f"{product:,}", fix=f"correct the num_gpus cell or the {shown} cells")
+                         f"{product:,}", fix=f"correct the num_gpus cell or the {cells}")
     micro = knobs.micro_batch[0] if len(knobs.micro_batch) == 1 else 1
     bound = {"dp": pin["dp"] or max(global_batch // micro, 1),
              "tp": pin["tp"] or max(knobs.tp), "pp": pin["pp"] or arch.num_layers,
