@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from infraplan.cli import main
+from infraplan.serving.validate import validate_serving
 from infraplan.training.validate import validate_training
-from infraplan.validation_view import figure
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT = ROOT / "validation" / "models" / "megatron-gpt-1.7b.json"
@@ -93,7 +93,6 @@ def test_enumerations_name_the_value_and_the_close_match(tmp_path):
     assert failed.error.startswith("rows.csv:2: row 'rec': recompute 'sellective' is not "
                                    "one of none, selective, full; did you mean 'selective'?")
     path = _write(tmp_path, SERVE_HEADER, _serve_row("arr", arrival="possion", rate="5"))
-    from infraplan.serving.validate import validate_serving
     (failed,) = validate_serving(path).failed
     assert "arrival 'possion' is not one of offline, static_batch, poisson; did you mean " \
            "'poisson'?" in failed.error
@@ -149,6 +148,8 @@ def test_the_error_sign_is_defined_per_kind_of_metric(tmp_path, capsys):
 
 
 def test_figures_use_grouped_digits_and_a_bad_published_value_is_no_nan(tmp_path, capsys):
+    from infraplan.validation_view import figure
+
     assert [figure(v) for v in (27302.6, 8424.7, 2.6907, 0.05545, float("nan"))] == [
         "27,303", "8,425", "2.691", "0.05545", "-"]
     path = _write(tmp_path, TRAIN_HEADER, _train_row("good"), _train_row("bad", value="nan"))
