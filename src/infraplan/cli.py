@@ -325,26 +325,23 @@ def _run_tco(args) -> int:
 
 
 def _add_validate(sub) -> None:
+    from infraplan.validation_view import EXIT_HELP
+
     p = sub.add_parser("validate", help="predict published measurements, report the error")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "training", "training step times / GPU-hours CSV",
                   "Predict each row of a training validation CSV (schema: "
-                  f"validation/README.md). {_VALIDATE_EXIT}", "file",
+                  f"validation/README.md). {EXIT_HELP}", "file",
                   "CSV of published training measurements", _run_validate_training)
     _kind_command(kinds, "serving", "serving throughputs / latencies CSV",
                   "Simulate each row of a serving validation CSV (schema: "
-                  f"validation/README.md). {_VALIDATE_EXIT}", "file",
+                  f"validation/README.md). {EXIT_HELP}", "file",
                   "CSV of published serving measurements", _run_validate_serving)
 
 
-_VALIDATE_EXIT = ("Every row's result is printed; the exit status is 2 when any row has "
-                  "bad input (a typo, a bad number, an impossible plan) or the file cannot "
-                  "be read, and 0 otherwise, also when the model cannot predict a row (no "
-                  "plan fits in memory).")
-
-
 def _print_validation(args, kind: str, validate) -> int:
-    from infraplan.validation_view import validation_summary, validation_text
+    from infraplan.validation_view import (bad_input_message, validation_summary,
+                                           validation_text)
 
     with progress(args, f"predicting {kind} rows") as tick:
         report = validate(args.file, progress=tick)
@@ -353,12 +350,8 @@ def _print_validation(args, kind: str, validate) -> int:
     if not report.predicted_rows:  # every row failed: the reasons are printed above
         raise InputError(f"no row of {args.file} could be predicted",
                          fix="see each row's reason; validation/README.md has the schema")
-    bad = report.input_errors
-    if bad:  # every row's result is above; the status tells a script the file has typos
-        lines = ", ".join(str(r.line) for r in bad[:10]) + (", ..." if len(bad) > 10 else "")
-        print(f"error: {len(bad)} row{'s' if len(bad) > 1 else ''} of {args.file} "
-              f"{'have' if len(bad) > 1 else 'has'} bad input (line {lines}). To fix: see "
-              "each row's reason above", file=sys.stderr)
+    if report.input_errors:  # every row's result is above; the status flags the typos
+        print(bad_input_message(report, args.file), file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
 

@@ -8,6 +8,10 @@ import math
 
 from infraplan.report.terminal import table
 
+EXIT_HELP = ("Every row's result is printed; the exit status is 2 when any row has bad input "
+             "(a typo, a bad number, an impossible plan) or the file cannot be read, and 0 "
+             "otherwise, also when the model cannot predict a row (no plan fits in memory).")
+
 
 def figure(value: float | None) -> str:
     """Four significant digits in grouped digits, never an exponent: 27,303, 8,425, 2.691,
@@ -66,3 +70,12 @@ def validation_summary(report) -> str:
         line += (f"; {len(report.stand_ins)} predicted with a stand-in engine for "
                  f"{', '.join(names)}")
     return line
+
+
+def bad_input_message(report, file: str) -> str:
+    """The stderr line of a run whose rows include bad input (exit status 2)."""
+    bad = report.input_errors
+    lines = ", ".join(str(r.line) for r in bad[:10]) + (", ..." if len(bad) > 10 else "")
+    return (f"error: {len(bad)} row{'s' if len(bad) > 1 else ''} of {file} "
+            f"{'have' if len(bad) > 1 else 'has'} bad input (line {lines}). To fix: see "
+            "each row's reason above")

@@ -8,6 +8,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from infraplan.cli import main
 from infraplan.serving.validate import validate_serving
 from infraplan.training.validate import validate_training
@@ -166,3 +168,10 @@ def test_file_level_messages_say_what_to_do(tmp_path, capsys):
     assert main(["validate", "training", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "is a directory" in err and "To fix: give the path of a training CSV" in err
+
+
+def test_help_states_the_exit_status(capsys):
+    with pytest.raises(SystemExit):
+        main(["validate", "training", "--help"])
+    assert "exit status is 2 when any row has bad input" in \
+        " ".join(capsys.readouterr().out.split())
