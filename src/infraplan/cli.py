@@ -325,28 +325,34 @@ def _run_tco(args) -> int:
 
 
 def _add_validate(sub) -> None:
+    from infraplan.validation_view import EXIT_HELP
+
     p = sub.add_parser("validate", help="predict published measurements, report the error")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "training", "training step times / GPU-hours CSV",
                   "Predict each row of a training validation CSV (schema: "
-                  "validation/README.md).", "file", "CSV of published training measurements",
-                  _run_validate_training)
+                  f"validation/README.md). {EXIT_HELP}", "file",
+                  "CSV of published training measurements", _run_validate_training)
     _kind_command(kinds, "serving", "serving throughputs / latencies CSV",
                   "Simulate each row of a serving validation CSV (schema: "
-                  "validation/README.md).", "file", "CSV of published serving measurements",
-                  _run_validate_serving)
+                  f"validation/README.md). {EXIT_HELP}", "file",
+                  "CSV of published serving measurements", _run_validate_serving)
 
 
 def _print_validation(args, kind: str, validate) -> int:
-    from infraplan.report.validation import validation_report, validation_summary
+    from infraplan.validation_view import (bad_input_message, validation_summary,
+                                           validation_text)
 
     with progress(args, f"predicting {kind} rows") as tick:
         report = validate(args.file, progress=tick)
-    emit(args, f"validate_{kind}", report.to_json(), lambda: validation_report(report),
+    emit(args, f"validate_{kind}", report.to_json(), lambda: validation_text(report),
          lambda: validation_summary(report))
     if not report.predicted_rows:  # every row failed: the reasons are printed above
         raise InputError(f"no row of {args.file} could be predicted",
                          fix="see each row's reason; validation/README.md has the schema")
+    if report.input_errors:  # every row's result is above; the status flags the typos
+        print(bad_input_message(report, args.file), file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 

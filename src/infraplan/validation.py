@@ -25,6 +25,11 @@ class RowResult:
     plan: Any = None  # what produced the prediction; has describe()
     error: str | None = None
     metric: str = ""  # the row's metric cell: what `predicted` and `published` measure
+    notes: tuple[str, ...] = ()  # what a reader should know about a predicted row
+    line: int | None = None  # the CSV line the row ends on (1 = the header)
+    kind: str | None = None  # a failed row's cause: "input" (the row) or "model" (infraplan)
+    stand_in: str = ""  # serving: the engine cell a stand-in engine simulated, if any
+    stand_in_match: str = ""  # ... and the catalog engine closest to it, if any
 
     @property
     def error_pct(self) -> float | None:
@@ -33,9 +38,31 @@ class RowResult:
         return 100.0 * (self.predicted / self.published - 1.0)
 
 
+class RowModelError(InputError):
+    """A row infraplan cannot predict although its cells are valid (no plan fits in memory,
+    the simulated engine cannot hold the requests): a limit of the model, not of the row."""
+
+
+# The signed error of every row, and what its sign means for each kind of metric
+ERROR_DEFINITION = "error = (predicted - published) / published"
+_TIME_SIGN = "negative: predicted faster (less time) than published"
+_RATE_SIGN = "negative: predicted lower (slower) than published"
+
+
+def error_definition(metrics) -> str:
+    """The error's formula, with the meaning of its sign for the time metrics (step_s,
+    gpu_hours, latencies) and the rate metrics (tokens or requests per second) present."""
+    rates = [m for m in metrics if "_per_s" in m or m.endswith("_tok_s")]
+    times = [m for m in metrics if m and m not in rates]
+    signs = ([f"{_TIME_SIGN} ({', '.join(times)})"] if times else []) + \
+        ([f"{_RATE_SIGN} ({', '.join(rates)})"] if rates else [])
+    return "; ".join([ERROR_DEFINITION, *signs])
+
+
 @dataclass(frozen=True)
 class ValidationReport:
     rows: list[RowResult]
+    file: str = ""
 
     @property
     def predicted_rows(self) -> list[RowResult]:
@@ -55,14 +82,36 @@ class ValidationReport:
     def failed(self) -> list[RowResult]:
         return [r for r in self.rows if r.predicted is None]
 
+    @property
+    def input_errors(self) -> list[RowResult]:
+        """The rows that failed on their own cells (exit status 2), not on the model."""
+        return [r for r in self.failed if r.kind != "model"]
+
+    @property
+    def stand_ins(self) -> list[RowResult]:
+        """Predicted rows whose engine the catalog does not hold (a stand-in simulated it)."""
+        return [r for r in self.predicted_rows if r.stand_in]
+
+    @property
+    def error_definition(self) -> str:
+        return error_definition(dict.fromkeys(r.metric for r in self.predicted_rows))
+
     def to_json(self) -> dict:
         return {
-            "rows": [{"id": r.id, "metric": r.metric, "predicted": r.predicted,
-                      "published": r.published, "error_pct": r.error_pct,
-                      "plan": r.plan.describe() if r.plan else None} for r in self.rows],
+            "file": self.file,
+            "error_definition": self.error_definition,
+            "rows": [{"id": r.id, "line": r.line, "metric": r.metric,
+                      "predicted": r.predicted, "published": r.published,
+                      "error_pct": r.error_pct, "plan": r.plan.describe() if r.plan else None,
+                      "notes": list(r.notes)} for r in self.rows],
             "median_abs_error_pct": self.median_abs_error_pct,
             "max_abs_error_pct": self.max_abs_error_pct,
-            "failed": [{"id": r.id, "reason": r.error} for r in self.failed],
+            "failed": [{"id": r.id, "line": r.line, "kind": r.kind, "reason": r.error}
+                       for r in self.failed],
+            "input_errors": len(self.input_errors),
+            "stand_in_engines": [{"id": r.id, "line": r.line, "engine": r.stand_in,
+                                  "did_you_mean": r.stand_in_match or None}
+                                 for r in self.stand_ins],
         }
 
 
@@ -77,8 +126,12 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
     `terms`: (regex, replacement) pairs that put a failed row's reason, written for scenario
     files (`pin.tp`, `training.global_batch`), in the CSV's columns."""
     path = Path(path)
-    check_user_file(path, "validation file")
     schema = f"see validation/README.md for the {kind} CSV schema"
+    try:
+        check_user_file(path, "validation file")
+    except InputError as exc:
+        raise InputError(exc.message, fix=exc.fix or f"give the path of a {kind} CSV file "
+                         f"(e.g. validation/{kind}_dev.csv); {schema}") from None
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: Excel's BOM
             reader = csv.DictReader(handle)
@@ -87,6 +140,7 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                                  fix=schema)
             # 'id, source, ...': spaces after the commas are not part of the names
             reader.fieldnames = [c.strip() for c in reader.fieldnames]
+            _check_kind(path, reader.fieldnames, kind)
             _check_near_misses(path.name, reader.fieldnames, columns + optional, schema)
             twice = sorted({c for c in reader.fieldnames if reader.fieldnames.count(c) > 1})
             if twice:  # DictReader would keep the last cell of each silently
@@ -101,9 +155,10 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
                     raise InputError(f"{path.name}: the columns are separated by "
                                      f"{other!r}, not commas",
                                      fix="save it as comma-separated values (CSV with ',')")
-                raise InputError(f"{path.name}: missing columns {', '.join(missing)}",
+                raise InputError(f"{path.name}: missing column"
+                                 f"{'s' if len(missing) > 1 else ''}: {', '.join(missing)}",
                                  fix=schema)
-            rows = list(reader)
+            rows = [(reader.line_num, row) for row in reader]  # the line each row ends on
     except UnicodeDecodeError as exc:
         raise InputError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})",
                          fix="save the CSV as UTF-8") from None
@@ -116,25 +171,52 @@ def validate_file(path: str | Path, columns: tuple[str, ...], kind: str,
     if not rows:
         raise InputError(f"{path.name}: no data rows under the header", fix=schema)
     results, first_of = [], {}  # first_of: id -> the data row that first named it
-    for done, row in enumerate(rows, 1):
+    for done, (line, row) in enumerate(rows, 1):
+        rid = (row.get("id") or "").strip()
         try:
             _check_width(row, len(reader.fieldnames))
             _check_id(row, done, first_of)
             result = predict(row, path.parent)
             if not (math.isfinite(result.predicted) and result.predicted > 0):
-                raise InputError(f"row {result.id!r}: the model gives no finite prediction > 0 "
-                                 f"(got {result.predicted!r}) for this metric")
-            results.append(replace(result, metric=_metric_cell(row)))
+                raise RowModelError(f"the model gives no finite prediction > 0 "
+                                    f"(got {result.predicted!r}) for this metric")
+            results.append(replace(result, metric=_metric_cell(row), line=line))
         except InfraplanError as exc:
             reason = str(exc)
             for pattern, replacement in terms:  # the planners' scenario keys, as columns
                 reason = re.sub(pattern, replacement, reason)
-            results.append(RowResult(id=row.get("id") or "?", predicted=None,
-                                     published=_number(row.get("value")), error=reason,
-                                     metric=_metric_cell(row)))
+            results.append(RowResult(
+                id=rid or "?", predicted=None, published=_number(row.get("value")),
+                error=located(reason, path.name, line, rid), metric=_metric_cell(row),
+                line=line, kind="model" if isinstance(exc, RowModelError) else "input"))
         if progress:
             progress(done, len(rows))
-    return ValidationReport(results)
+    return ValidationReport(results, file=str(path))
+
+
+_ROW_PREFIX = re.compile(r"^row (?:'[^']*'|\"[^\"]*\"|None): ")
+
+
+def located(message: str, file: str, line: int, rid: str) -> str:
+    """Every row's message starts the same way: 'FILE:LINE: row 'ID': ' (a message that
+    already names its row loses that prefix)."""
+    who = f"row {rid!r}: " if rid else ""
+    return f"{file}:{line}: {who}{_ROW_PREFIX.sub('', message)}"
+
+
+# Columns only one kind's schema has: a header with the other kind's is the wrong command
+_KIND_MARKERS = {"training": ("global_batch", "seq_len", "micro_batch"),
+                 "serving": ("input_len", "output_len", "arrival")}
+
+
+def _check_kind(path: Path, header: list[str], kind: str) -> None:
+    mine = _KIND_MARKERS.get(kind, ())
+    other = next((k for k, cols in _KIND_MARKERS.items() if k != kind
+                  and all(c in header for c in cols)), None)
+    if other and not any(c in header for c in mine):
+        raise InputError(f"{path.name}: this header is the {other} CSV schema, not the "
+                         f"{kind} one (it has {', '.join(_KIND_MARKERS[other])})",
+                         fix=f"run infraplan validate {other} {path}")
 
 
 def _metric_cell(row: dict) -> str:
@@ -205,6 +287,19 @@ def cell_number(text: str) -> float:
 def row_word(row: dict, key: str, default: str = "") -> str:
     """A cell that names a choice (precision, recompute, arrival...), case folded."""
     return (row.get(key) or "").strip().lower() or default
+
+
+def row_choice(row: dict, key: str, choices, default: str = "") -> str:
+    """A cell naming one of `choices` (case folded), or `default` when empty; otherwise an
+    error naming the column, the value, the choices and the close match."""
+    word = row_word(row, key, default)
+    if word and word not in choices:
+        close = close_matches(word, list(choices), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise InputError(f"row {row.get('id')!r}: {key} {word!r} is not one of "
+                         f"{', '.join(choices)}{hint}",
+                         fix=f"set the {key} cell to one of {', '.join(choices)}")
+    return word
 
 
 def row_flag(row: dict, key: str) -> bool | None:

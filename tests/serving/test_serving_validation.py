@@ -513,11 +513,11 @@ def test_a_failed_row_states_its_reason_once_below_the_table(tmp_path, capsys):
     path = tmp_path / "rows.csv"
     path.write_text(HEADER + f"good,s,{body}output_tok_s,1000,vLLM,\n"
                     + f"bad,s,{body}ttft_p95_s,0.01,vLLM,\n")
-    assert main(["validate", "serving", str(path)]) == 0
+    assert main(["validate", "serving", str(path)]) == 2  # a row with bad input
     out = capsys.readouterr().out
     reason = "metric 'ttft_p95_s' is not one of"
     assert out.count(reason) == 1
-    assert f"failed bad: row 'bad': {reason}" in out
+    assert f"failed (input error) rows.csv:3: row 'bad': {reason}" in out
     table = out.split("\n\n")[0].splitlines()
     good = next(line for line in table if line.startswith("good "))
     assert max(map(len, table)) == len(good) < 130, table  # the predicted row sets it

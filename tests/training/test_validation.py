@@ -68,7 +68,8 @@ def test_bad_rows_fail_with_a_reason_and_bad_files_exit_2(tmp_path, capsys):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "rows.csv").write_text("\n".join([header, DEV.read_text().splitlines()[1]]))
     reason = validate_training(tmp_path / "sub" / "rows.csv").failed[0].error
-    assert reason.startswith("model file 'models/megatron-gpt-1.7b.json' does not exist "
+    assert reason.startswith("rows.csv:2: row 'nar21-t1-1.7b': model file "
+                             "'models/megatron-gpt-1.7b.json' does not exist "
                              f"(looked for it in the current folder and in "
                              f"'{tmp_path / 'sub'}', beside the file that names it)"), reason
     (tmp_path / "nocols.csv").write_text("id,value\nx,1\n")
@@ -200,8 +201,8 @@ def test_a_row_with_too_few_or_too_many_cells_fails_with_the_counts(tmp_path):
     (tmp_path / "rows.csv").write_text("\n".join([lines[0], short, lines[1] + ",x,y"]) + "\n")
     report = validate_training(tmp_path / "rows.csv")
     assert [r.error.split(". ")[0] for r in report.failed] == [
-        "row 'nar21-t1-1.7b': 5 cells but the header has 21 columns",
-        "row 'nar21-t1-1.7b': 23 cells but the header has 21 columns"]
+        "rows.csv:2: row 'nar21-t1-1.7b': 5 cells but the header has 21 columns",
+        "rows.csv:3: row 'nar21-t1-1.7b': 23 cells but the header has 21 columns"]
 
 
 def test_a_repeated_or_missing_id_fails_its_row(tmp_path):
@@ -213,8 +214,8 @@ def test_a_repeated_or_missing_id_fails_its_row(tmp_path):
     report = validate_training(tmp_path / "rows.csv")
     assert [r.id for r in report.rows if r.error is None] == ["nar21-t1-1.7b"]
     assert [r.error.split(". ")[0] for r in report.failed] == [
-        "row 'nar21-t1-1.7b': data row 2 repeats the id of data row 1",
-        "data row 3 has no id"]
+        "rows.csv:3: row 'nar21-t1-1.7b': data row 2 repeats the id of data row 1",
+        "rows.csv:4: data row 3 has no id"]
 
 
 @pytest.mark.parametrize("content, message", [

@@ -22,8 +22,9 @@ from infraplan.serving.deployment import Deployment
 from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
-from infraplan.validation import (RowResult, ValidationReport, row_float, row_int,
-                                  row_metric, row_word, validate_file)
+from infraplan.models import load_model
+from infraplan.validation import (RowModelError, RowResult, ValidationReport, row_choice,
+                                  row_float, row_int, row_metric, row_word, validate_file)
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",
@@ -78,7 +79,9 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
     inp, out = (row_int(row, key, required=True) for key in ("input_len", "output_len"))
     arrival = row_word(row, "arrival")
     if arrival not in ARRIVALS:
-        raise InputError(f"row {row['id']!r}: arrival must be one of {', '.join(ARRIVALS)}")
+        row_choice(row, "arrival", ARRIVALS)  # names the value and the close match
+        raise InputError(f"row {row['id']!r}: the arrival cell is empty",
+                         fix=f"set it to one of {', '.join(ARRIVALS)}")
     if arrival == "poisson":
         rate = row_float(row, "rate_per_s")
         if rate is None:
@@ -120,9 +123,42 @@ def _stand_in(text: str | None) -> str:
         return ""
     if not (text and text.strip()):
         return "no engine given"
+    close = _engine_match(text)
+    return f"stand-in for {text.strip()!r}" + (f"; did you mean {close!r}?" if close else "")
+
+
+def _engine_match(text: str) -> str:
+    """The catalog engine name or alias closest to an engine cell it does not hold."""
     names = [n for e in load_catalog().engines for n in (e.name, *e.aliases)]
     close = close_matches(text.strip().lower(), names, n=1)  # a typo, as 'vlm'
-    return f"stand-in for {text.strip()!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    return close[0] if close else ""
+
+
+def row_notes(row: dict, base_dir: Path | None) -> list[str]:
+    """What a predicted row's reader should know: cells its arrival ignores, requests
+    longer than the model's context (published runs extend it: a note, not a refusal),
+    an engine the catalog does not hold (its stand-in's defaults simulated the row)."""
+    notes, arrival = [], row_word(row, "arrival")
+    if (rate := (row.get("rate_per_s") or "").strip()) and arrival != "poisson":
+        notes.append(f"rate_per_s {rate} is ignored: arrival {arrival} has no request rate "
+                     "(only poisson rows use it)")
+    if (batch := (row.get("batch") or "").strip()) and arrival != "static_batch":
+        notes.append(f"batch {batch} is ignored: arrival {arrival} batches with the engine's "
+                     "own limits (only static_batch rows use it)")
+    arch = load_model(row["model"].strip(), base_dir=base_dir)
+    length = sum(row_int(row, k, required=True) for k in ("input_len", "output_len"))
+    if length > arch.max_position_embeddings:
+        notes.append(f"input_len + output_len = {length:,} exceeds the model's "
+                     f"max_position_embeddings {arch.max_position_embeddings:,}: an engine "
+                     "refuses such requests unless its context is extended (RoPE scaling); "
+                     "predicted as if it were")
+    engine = (row.get("engine") or "").strip()
+    if _engine_mention(engine) is None:
+        close = _engine_match(engine) if engine else ""
+        named = f"engine {engine!r} is not in the catalog" if engine else "no engine given"
+        notes.append(f"{named}: {FALLBACK_ENGINE}'s defaults stand in for it"
+                     + (f"; did you mean {close!r}?" if close else ""))
+    return notes
 
 
 def engine_for_row(text: str | None) -> str:
@@ -183,6 +219,10 @@ def _in_columns(row: dict, exc: InputError) -> InputError:
     return InputError(message if message.startswith(prefix) else prefix + message, fix=exc.fix)
 
 
+# What a replica's memory cannot hold (serving/memory.py, simulate.py): the model's limit
+_CAPACITY_LIMITS = ("leave no room for the KV cache", "KV blocks; the cache holds")
+
+
 def predict_row(row: dict, base_dir: Path) -> RowResult:
     metric = row_metric(row, METRICS)
     published = row_float(row, "value", required=True)
@@ -193,11 +233,18 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         dep, requests = deployment_for_row(row, base_dir), requests_for_row(row)
     except InputError as exc:
         raise _in_columns(row, exc) from None
-    result = simulate(dep, requests, base_dir=base_dir)
+    try:
+        result = simulate(dep, requests, base_dir=base_dir)
+    except InputError as exc:
+        located = _in_columns(row, exc)
+        if not any(limit in exc.message for limit in _CAPACITY_LIMITS):
+            raise located from None  # a choice the engine or the chip lacks (tp=3, int4 KV)
+        # the memory holds no KV cache or no static batch: the model's limit, not the row's
+        raise RowModelError(located.message, fix=located.fix) from None
     summary = summarize(result)
     if summary["dropped"]:
         # a run whose engine refused requests published no figure to compare with
-        raise InputError(
+        raise RowModelError(
             f"row {row['id']!r}: the engine refuses {summary['dropped']:,} of "
             f"{summary['requests']:,} requests ({dropped_reasons(summary)})",
             fix="check input_len and output_len against the model's context, or give the "
@@ -211,7 +258,11 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     r = result.replica
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens,
                    stand_in=_stand_in(row.get("engine")))
-    return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan)
+    engine = (row.get("engine") or "").strip()
+    stand_in = (engine or "no engine given") if plan.stand_in else ""
+    return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan,
+                     notes=tuple(row_notes(row, base_dir)), stand_in=stand_in,
+                     stand_in_match=_engine_match(engine) if stand_in and engine else "")
 
 
 def validate_serving(path: str | Path, progress=None) -> ValidationReport:
