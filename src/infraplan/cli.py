@@ -8,11 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
-from infraplan.errors import InputError
+from infraplan.cli_validate import run_validate_serving, run_validate_training
+from infraplan.errors import EXIT_BAD_INPUT, InputError
 from infraplan.report.output import add_output_flags, emit, progress
 from infraplan.spec_checks import MAX_WHOLE_NUMBER, shown_value
-
-EXIT_BAD_INPUT = 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -325,47 +324,18 @@ def _run_tco(args) -> int:
 
 
 def _add_validate(sub) -> None:
-    from infraplan.validation_view import EXIT_HELP
+    from infraplan.report.validation import EXIT_HELP
 
     p = sub.add_parser("validate", help="predict published measurements, report the error")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "training", "training step times / GPU-hours CSV",
                   "Predict each row of a training validation CSV (schema: "
                   f"validation/README.md). {EXIT_HELP}", "file",
-                  "CSV of published training measurements", _run_validate_training)
+                  "CSV of published training measurements", run_validate_training)
     _kind_command(kinds, "serving", "serving throughputs / latencies CSV",
                   "Simulate each row of a serving validation CSV (schema: "
                   f"validation/README.md). {EXIT_HELP}", "file",
-                  "CSV of published serving measurements", _run_validate_serving)
-
-
-def _print_validation(args, kind: str, validate) -> int:
-    from infraplan.validation_view import (bad_input_message, validation_summary,
-                                           validation_text)
-
-    with progress(args, f"predicting {kind} rows") as tick:
-        report = validate(args.file, progress=tick)
-    emit(args, f"validate_{kind}", report.to_json(), lambda: validation_text(report),
-         lambda: validation_summary(report))
-    if not report.predicted_rows:  # every row failed: the reasons are printed above
-        raise InputError(f"no row of {args.file} could be predicted",
-                         fix="see each row's reason; validation/README.md has the schema")
-    if report.input_errors:  # every row's result is above; the status flags the typos
-        print(bad_input_message(report, args.file), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return 0
-
-
-def _run_validate_training(args) -> int:
-    from infraplan.training.validate import validate_training
-
-    return _print_validation(args, "training", validate_training)
-
-
-def _run_validate_serving(args) -> int:
-    from infraplan.serving.validate import validate_serving
-
-    return _print_validation(args, "serving", validate_serving)
+                  "CSV of published serving measurements", run_validate_serving)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
+EXIT_BAD_INPUT = 2  # the CLI's exit status on bad input
+
 
 class InfraplanError(Exception):
     """Base of every error infraplan raises on purpose."""

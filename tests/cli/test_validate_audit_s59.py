@@ -150,7 +150,7 @@ def test_the_error_sign_is_defined_per_kind_of_metric(tmp_path, capsys):
 
 
 def test_figures_use_grouped_digits_and_a_bad_published_value_is_no_nan(tmp_path, capsys):
-    from infraplan.validation_view import figure
+    from infraplan.report.validation import figure
 
     assert [figure(v) for v in (27302.6, 8424.7, 2.6907, 0.05545, float("nan"))] == [
         "27,303", "8,425", "2.691", "0.05545", "-"]

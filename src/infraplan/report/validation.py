@@ -1,11 +1,30 @@
-"""Terminal view of a validation run: each row's prediction against the published figure."""
+"""Terminal view of `infraplan validate`: each row's prediction against the published figure,
+then the error's definition, the summary, each failed row's reason and each row's notes.
+Numbers in grouped digits, never exponents."""
 
 from __future__ import annotations
 
+import math
+
 from infraplan.report.terminal import table
 
+EXIT_HELP = ("Every row's result is printed; the exit status is 2 when any row has bad input "
+             "(a typo, a bad number, an impossible plan) or the file cannot be read, and 0 "
+             "otherwise, also when the model cannot predict a row (no plan fits in memory).")
 
-def validation_report(report) -> str:
+
+def figure(value: float | None) -> str:
+    """Four significant digits in grouped digits, never an exponent: 27,303, 8,425, 2.691,
+    0.05545; '-' for no number (a failed row, a published cell that is not a number)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if abs(value) >= 1000 or value == 0:
+        return f"{value:,.0f}"
+    decimals = 3 - math.floor(math.log10(abs(value)))
+    return f"{value:,.{decimals}f}"
+
+
+def validation_text(report) -> str:
     """The table of rows; a metric column when the file mixes metrics (step_s beside
     gpu_hours, output_tok_s beside ttft_p50_s), else the one metric above the table."""
     metrics = list(dict.fromkeys(r.metric for r in report.rows))
@@ -14,24 +33,49 @@ def validation_report(report) -> str:
     for r in report.rows:
         if r.predicted is None:
             # the reason follows the summary, once: in the table it would set every row's width
-            cells = ["-", f"{r.published:,.4g}", "failed", "(reason below)"]
+            cells = ["-", figure(r.published), "failed", f"({r.kind} error: reason below)"]
         else:
-            cells = [f"{r.predicted:,.4g}", f"{r.published:,.4g}", f"{r.error_pct:+.1f}%",
-                     r.plan.describe() if r.plan else ""]
+            cells = [figure(r.predicted), figure(r.published), f"{r.error_pct:+.1f}%",
+                     (r.plan.describe() if r.plan else "") + (" (note below)" if r.notes
+                                                              else "")]
         rows.append([r.id, *([r.metric] if mixed else []), *cells])
     head = ["row", *(["metric"] if mixed else []), "predicted", "published", "error", "plan"]
     right = [head.index(c) for c in ("predicted", "published", "error")]
     lines = [] if mixed or not metrics[0] else [f"metric: {metrics[0]}"]
-    lines += [table(head, rows, align_right=right), "", validation_summary(report)]
-    lines += [f"  failed {r.id}: {r.error}" for r in report.failed]
+    lines += [table(head, rows, align_right=right), "", report.error_definition,
+              validation_summary(report)]
+    lines += [f"  failed ({r.kind} error) {r.error}" for r in report.failed]
+    name = report.file.rsplit("/", 1)[-1]
+    lines += [f"  note {name}:{r.line}: row {r.id!r}: {note}"
+              for r in report.predicted_rows for note in r.notes]
     return "\n".join(lines)
 
 
 def validation_summary(report) -> str:
-    """One line: rows, median and max |error| over the rows that predicted, failures."""
+    """Rows, median and max |error| over the rows that predicted, failures (bad input apart
+    from the model's limits), and the rows a stand-in engine simulated."""
     if not report.predicted_rows:
         errors = "no row predicted"
     else:
         errors = (f"median |error| {report.median_abs_error_pct:.1f}%, "
                   f"max |error| {report.max_abs_error_pct:.1f}%")
-    return f"rows: {len(report.rows)}, {errors}, failed: {len(report.failed)}"
+    failed = len(report.failed)
+    bad = len(report.input_errors)
+    split = f" ({bad} bad input, {failed - bad} beyond the model)" if failed else ""
+    line = f"rows: {len(report.rows)}, {errors}, failed: {failed}{split}"
+    if report.stand_ins:
+        names = dict.fromkeys(f"{r.stand_in!r}" + (f" (did you mean {r.stand_in_match!r}?)"
+                                                   if r.stand_in_match else "")
+                              for r in report.stand_ins)
+        line += (f"; {len(report.stand_ins)} predicted with a stand-in engine for "
+                 f"{', '.join(names)}")
+    return line
+
+
+def bad_input_message(report, file: str) -> str:
+    """The stderr line of a run whose rows include bad input (exit status 2)."""
+    bad = report.input_errors
+    lines = ", ".join(str(r.line) for r in bad[:10]) + (", ..." if len(bad) > 10 else "")
+    return (f"error: {len(bad)} row{'s' if len(bad) > 1 else ''} of {file} "
+            f"{'have' if len(bad) > 1 else 'has'} bad input (line {lines}). To fix: see "
+            "each row's reason above")
