@@ -73,9 +73,14 @@ def test_the_sweep_sustains_the_offered_rate_below_capacity_and_the_capacity_abo
         capacity = items["capacity"]["value"]
         for p in doc["load_sweep"]:
             assert p["sustained_requests_per_s"] == min(p["rate_per_s"], capacity)
-        if keeps_up:  # each point below capacity: its run completes fewer a second
-            assert all(p["keeps_up"] and p["meets_slo"] for p in doc["load_sweep"])
-            assert all(p["requests_per_s"] < 0.97 * p["rate_per_s"] for p in doc["load_sweep"])
+        if keeps_up:  # each point below capacity runs the planner's steady-state window,
+            # whose completions a second lag the offered rate only by the drain: the short
+            # runs lagged it by over 3 %, the window's count is within 5 % of it either way
+            # (Poisson arrivals: 400 requests at the lowest rate)
+            assert all(p["keeps_up"] and p["meets_slo"] and p["steady_window"]
+                       for p in doc["load_sweep"])
+            assert all(abs(p["requests_per_s"] / p["rate_per_s"] - 1) < 0.05
+                       for p in doc["load_sweep"])
         else:  # each point over: sustained and completed agree on the capacity, and no
             # point meets the SLOs, however short its run
             for p in doc["load_sweep"]:

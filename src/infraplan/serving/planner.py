@@ -49,7 +49,9 @@ class Candidate:
     floor_usd_per_hour: float = 0.0
     # a diurnal scenario's $/M output tokens over a month of its curve (curve_price.py)
     curve_usd_per_million_output: float | None = None
-    replicas_found: bool = True  # False: no replica count up to max_replicas was enough
+    # False: no replica count up to max_replicas was enough (describe() says so; its reason
+    # too, so the repr leaves it out)
+    replicas_found: bool = field(default=True, repr=False)
 
     def listed(self) -> str:
         """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
