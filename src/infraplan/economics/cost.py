@@ -203,8 +203,7 @@ def plan_cost(gpu_hours: float, usd_per_gpu_hour: float, duration_s: float,
         items.append(LineItem(
             "storage: dataset", inputs.dataset_gb * price * months_stored,
             f"{inputs.dataset_gb:,.6g} GB x ${format_usd_rate(price)}/GB-month "
-            f"({inputs.dataset_tier}) "
-            f"x {stored}"))
+            f"({inputs.dataset_tier}) x {stored}"))
     if inputs.checkpoint_gb and inputs.checkpoints_kept:
         price = storage_usd_per_gb_month(inputs, "checkpoint")
         held_gb = inputs.checkpoints_kept * inputs.checkpoint_gb

@@ -56,17 +56,16 @@ def economics_lines(e: dict) -> list[str]:
         lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
         lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
                   for i in e["cost"]["items"]]
-    return lines + energy_lines(e)
+    return lines + [f"energy {e['energy_formula']}", *grid_lines(e)]
 
 
-def energy_lines(e: dict) -> list[str]:
-    """A plan's energy formula and the grid intensity its carbon is taken at, with its
-    source (plan_economics' JSON)."""
-    lines = [f"energy {e['energy_formula']}"]
-    if e["intensity_note"]:
-        hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
-        lines.append(f"grid: {e['intensity_note']}{hint}")
-    return lines
+def grid_lines(e: dict) -> list[str]:
+    """The grid intensity a plan's carbon is taken at, with its source (plan_economics'
+    JSON); none without one."""
+    if not e["intensity_note"]:
+        return []
+    hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
+    return [f"grid: {e['intensity_note']}{hint}"]
 
 
 def breakdown(p) -> str:

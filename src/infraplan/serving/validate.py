@@ -117,27 +117,38 @@ def _engine_mention(text: str | None) -> tuple[str, str] | None:
     return engine_name, key[start - minus_length:]
 
 
-def _stand_in(text: str | None) -> str:
-    """'' when the row's engine is a catalog one; else what FALLBACK_ENGINE stands in for."""
+NO_ENGINE = "no engine given"
+
+
+def _unheld_engine(text: str | None) -> tuple[str, str] | None:
+    """(the row's engine cell, or NO_ENGINE; the closest catalog name or alias, or '') when
+    FALLBACK_ENGINE stands in for it; None when the catalog holds the engine."""
     if _engine_mention(text) is not None:
-        return ""
-    if not (text and text.strip()):
-        return "no engine given"
-    close = _engine_match(text)
-    return f"stand-in for {text.strip()!r}" + (f"; did you mean {close!r}?" if close else "")
-
-
-def _engine_match(text: str) -> str:
-    """The catalog engine name or alias closest to an engine cell it does not hold."""
+        return None
+    cell = (text or "").strip()
+    if not cell:
+        return NO_ENGINE, ""
     names = [n for e in load_catalog().engines for n in (e.name, *e.aliases)]
-    close = close_matches(text.strip().lower(), names, n=1)  # a typo, as 'vlm'
-    return close[0] if close else ""
+    close = close_matches(cell.lower(), names, n=1)  # a typo, as 'vlm'
+    return cell, close[0] if close else ""
 
 
-def row_notes(row: dict, base_dir: Path | None) -> list[str]:
+def _stand_in(unheld: tuple[str, str] | None) -> str:
+    """'' when the row's engine is a catalog one; else what FALLBACK_ENGINE stands in for."""
+    if unheld is None:
+        return ""
+    cell, close = unheld
+    if cell == NO_ENGINE:
+        return NO_ENGINE
+    return f"stand-in for {cell!r}" + (f"; did you mean {close!r}?" if close else "")
+
+
+def row_notes(row: dict, base_dir: Path | None,
+              unheld: tuple[str, str] | None = None) -> list[str]:
     """What a predicted row's reader should know: cells its arrival ignores, requests
     longer than the model's context (published runs extend it: a note, not a refusal),
-    an engine the catalog does not hold (its stand-in's defaults simulated the row)."""
+    an engine the catalog does not hold (`unheld`, _unheld_engine's: its stand-in's
+    defaults simulated the row)."""
     notes, arrival = [], row_word(row, "arrival")
     if (rate := (row.get("rate_per_s") or "").strip()) and arrival != "poisson":
         notes.append(f"rate_per_s {rate} is ignored: arrival {arrival} has no request rate "
@@ -152,10 +163,9 @@ def row_notes(row: dict, base_dir: Path | None) -> list[str]:
                      f"max_position_embeddings {arch.max_position_embeddings:,}: an engine "
                      "refuses such requests unless its context is extended (RoPE scaling); "
                      "predicted as if it were")
-    engine = (row.get("engine") or "").strip()
-    if _engine_mention(engine) is None:
-        close = _engine_match(engine) if engine else ""
-        named = f"engine {engine!r} is not in the catalog" if engine else "no engine given"
+    if unheld is not None:
+        cell, close = unheld
+        named = cell if cell == NO_ENGINE else f"engine {cell!r} is not in the catalog"
         notes.append(f"{named}: {FALLBACK_ENGINE}'s defaults stand in for it"
                      + (f"; did you mean {close!r}?" if close else ""))
     return notes
@@ -256,13 +266,13 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
         key, stat = LATENCY_METRICS[metric]
         predicted = summary[key][stat]
     r = result.replica
+    unheld = _unheld_engine(row.get("engine"))
     plan = RowPlan(dep, r.max_num_seqs, r.max_num_batched_tokens, r.memory.kv_tokens,
-                   stand_in=_stand_in(row.get("engine")))
-    engine = (row.get("engine") or "").strip()
-    stand_in = (engine or "no engine given") if plan.stand_in else ""
+                   stand_in=_stand_in(unheld))
+    cell, close = unheld or ("", "")
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=plan,
-                     notes=tuple(row_notes(row, base_dir)), stand_in=stand_in,
-                     stand_in_match=_engine_match(engine) if stand_in and engine else "")
+                     notes=tuple(row_notes(row, base_dir, unheld)), stand_in=cell,
+                     stand_in_match=close)
 
 
 def validate_serving(path: str | Path, progress=None) -> ValidationReport:
