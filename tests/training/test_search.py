@@ -132,6 +132,11 @@ def test_tp_comm_overlap_pinned_without_what_it_overlaps_is_refused():
      r" 32, 64, 128$"),
     ("llama-3.1-70b", dict(ep=(4,)), "ep=4 but llama-3.1-70b has no experts"),
     ("mixtral-8x7b", dict(ep=(16,)), "ep=16 does not divide the 8 experts"),
+    ("qwen3-30b-a3b", dict(ep=(16,)), r"ep=16: the experts shard over the ranks of one "
+     r"pipeline stage, so ep must divide the GPU count \(8 here\). To fix: use ep in 1, 2, 4, "
+     r"8, or allow a multiple of 16 GPUs$"),
+    ("qwen3-30b-a3b", dict(ep=(8,), pp=(2,)), r"ep=8: .* so ep must divide GPUs / pp \(4 "
+     r"here\). To fix: use ep in 1, 2, 4, or allow a multiple of 16 GPUs$"),
     ("llama-3.1-70b", dict(dp=(3,)), "dp=3: no TP x PP x CP split leaves it"),
     ("llama-3.1-70b", dict(micro_batch=(256,)),
      r"micro_batch=256: global_batch 128 is not a multiple of dp x micro_batch for any "

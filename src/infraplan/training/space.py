@@ -254,8 +254,21 @@ def why_nothing_runs(arch: ModelArch, knobs: Knobs, *, seq_len: int, global_batc
         check_plan(arch, probe, seq_len=seq_len)
     except PlanError as exc:
         return str(exc)
-    space = build_space(arch, knobs, seq_len=seq_len, global_batch=global_batch)
     counts = ", ".join(str(n) for n in knobs.gpus[:6]) + (", ..." if len(knobs.gpus) > 6 else "")
+    if arch.is_moe and pinned.get("ep", 1) > 1:
+        # EP shards the experts over one pipeline stage's ranks (dp x cp, and tp too when the
+        # experts fold below it, etp=1): ep must divide GPUs / pp for some allowed count
+        ep, pps = int(pinned["ep"]), [int(pinned["pp"])] if "pp" in pinned else [1]
+        spans = sorted({n // p for n in knobs.gpus for p in pps if n % p == 0})
+        if spans and not any(s % ep == 0 for s in spans):
+            per = "GPUs / pp" if "pp" in pinned else "the GPU count"
+            fits = [e for e in _ep_values(arch, replace(knobs, ep=None))
+                    if any(s % e == 0 for s in spans)]
+            return (f"ep={ep}: the experts shard over the ranks of one pipeline stage, so ep "
+                    f"must divide {per} ({', '.join(map(str, spans[:6]))} here). To fix: use "
+                    f"ep in {', '.join(map(str, fits))}, or allow a multiple of "
+                    f"{ep * int(pinned.get('pp', 1))} GPUs")
+    space = build_space(arch, knobs, seq_len=seq_len, global_batch=global_batch)
     if not space.outer_rows:
         model = " x ".join(f"{k}={pinned[k]}" for k in ("tp", "pp", "cp") if k in pinned)
         if model:
