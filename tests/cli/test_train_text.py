@@ -42,3 +42,35 @@ def test_why_lost_names_full_recompute_of_part_of_the_layers_in_words():
     lines = [r for r in result.rejected if r.startswith("recompute=")]
     assert any(r.startswith("recompute=full on part of the layers: ") for r in lines)
     assert not any("partial full" in r for r in result.rejected)
+
+
+def test_the_plan_terms_are_explained_under_the_tables_and_only_those_used():
+    """'PP=2x12', 'mb=8', 'SP' and 'TP-overlap' were printed in plan train's and validate's
+    tables with no word of what they mean."""
+    from infraplan.training.plan import ParallelPlan, plan_legend
+
+    plain = ParallelPlan(tp=1, pp=1, dp=8)
+    assert plan_legend([plain]).replace("\n  ", " ") == ("plan terms: ZeRO-1/2/3: optimizer states / + gradients / "
+                                    "+ weights sharded over DP; mb: sequences per micro-batch")
+    lines = plan_legend([plain, ParallelPlan(tp=8, pp=2, vp=12, dp=4, sequence_parallel=True,
+                                             tp_comm_overlap=True)])
+    assert all(len(line) <= 100 for line in lines.splitlines())
+    full = lines.replace("\n  ", " ")
+    assert full.startswith("plan terms: PP=2x12: 2 pipeline stages of 12 model chunks each "
+                           "(virtual stages, interleaved 1F1B); ZeRO")
+    assert full.endswith("; SP: sequence parallel; TP-overlap: TP communication overlapped "
+                         "with GEMMs")
+    assert "EP-overlap" not in full and "ETP" not in full
+
+
+def test_plan_train_and_validate_print_the_plan_terms(capsys):
+    from infraplan.cli import main
+
+    main(["plan", "train", "examples/train-llama-3.1-70b.yaml"])
+    text = capsys.readouterr().out
+    frontier = text.index("frontier:")
+    assert text.index("plan terms: PP=") > frontier
+    main(["validate", "training", "validation/training_dev.csv"])
+    text = capsys.readouterr().out
+    assert text.index("plan terms: PP=2x12: 2 pipeline stages of 12 model chunks") < \
+        text.index("error = ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from infraplan.physics import hardware
 from infraplan.report.terminal import table
+from infraplan.training.plan import plan_legend
 from infraplan.units import GiB, format_count, run_length
 
 COMPONENTS = {"compute": "compute", "recompute": "recompute", "tp_comm": "TP comm",
@@ -96,7 +97,9 @@ def search_report(model: str, result) -> str:
     if len(result.by_accelerator) > 1:
         lines += ["best plan of each accelerator:", plans_table(result.by_accelerator), ""]
     axis = "cost" if best.economics and best.economics["cost"] else "GPU-hours"
-    lines += [f"time vs {axis} frontier:", plans_table(result.frontier)]
+    lines += [f"time vs {axis} frontier:", plans_table(result.frontier),
+              plan_legend(p.plan for p in (*result.best, *result.frontier,
+                                           *result.by_accelerator))]
     if result.rejected:
         lines += ["", "why other choices lost (best plan with that value):"]
         lines += [f"  {r}" for r in result.rejected]

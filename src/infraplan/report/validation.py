@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 from infraplan.report.terminal import table
+from infraplan.training.evaluate import PlanResult
+from infraplan.training.plan import plan_legend
 
 EXIT_HELP = ("Every row's result is printed; the exit status is 2 when any row has bad input "
              "(a typo, a bad number, an impossible plan) or the file cannot be read, and 0 "
@@ -42,7 +44,9 @@ def validation_text(report) -> str:
     head = ["row", *(["metric"] if mixed else []), "predicted", "published", "error", "plan"]
     right = [head.index(c) for c in ("predicted", "published", "error")]
     lines = [] if mixed or not metrics[0] else [f"metric: {metrics[0]}"]
-    lines += [table(head, rows, align_right=right), "", report.error_definition,
+    plans = [r.plan.plan for r in report.rows if isinstance(r.plan, PlanResult)]
+    lines += [table(head, rows, align_right=right), *([plan_legend(plans)] if plans else []),
+              "", report.error_definition,
               validation_summary(report)]
     lines += [f"  failed ({r.kind} error) {r.error}" for r in report.failed]
     name = report.file.rsplit("/", 1)[-1]

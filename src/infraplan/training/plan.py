@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from infraplan.errors import PlanError
@@ -82,6 +83,26 @@ class ParallelPlan:
                 f"{num_layers} layers unevenly ({what} of {small} or {small + 1} layers): "
                 "give Megatron-Core the split with --pipeline-model-parallel-layout; the "
                 "largest chunk sets the pipeline bubble")
+
+
+def plan_legend(plans) -> str:
+    """What the short forms of describe() mean, for the terms that `plans` (ParallelPlans)
+    use: a paragraph of terminal lines under a table of plans."""
+    plans = list(plans)
+    interleaved = next((p for p in plans if p.vp > 1), None)
+    terms = [f"PP={interleaved.pp}x{interleaved.vp}: {interleaved.pp} pipeline stages of "
+             f"{interleaved.vp} model chunks each (virtual stages, interleaved 1F1B)"
+             ] if interleaved else []
+    terms += ["ZeRO-1/2/3: optimizer states / + gradients / + weights sharded over DP"]
+    terms += ["mb: sequences per micro-batch"]
+    used = {word for p in plans for word in p.describe().split()}
+    terms += [f"{word}: {meaning}" for word, meaning in (
+        ("SP", "sequence parallel"), ("TP-overlap", "TP communication overlapped with GEMMs"),
+        ("EP-overlap", "expert all-to-alls overlapped with another micro-batch")) if word in used]
+    if any(p.expert_tp != p.tp for p in plans):
+        terms += ["ETP: the routed experts' tensor parallelism"]
+    return textwrap.fill("plan terms: " + "; ".join(terms), width=100, subsequent_indent="  ",
+                         break_on_hyphens=False)
 
 
 def divisors(n: int) -> list[int]:
