@@ -50,8 +50,9 @@ def test_the_plan_terms_are_explained_under_the_tables_and_only_those_used():
     from infraplan.training.plan import ParallelPlan, plan_legend
 
     plain = ParallelPlan(tp=1, pp=1, dp=8)
-    assert plan_legend([plain]).replace("\n  ", " ") == ("plan terms: ZeRO-1/2/3: optimizer states / + gradients / "
-                                    "+ weights sharded over DP; mb: sequences per micro-batch")
+    assert plan_legend([plain]).replace("\n  ", " ") == (
+        "plan terms: ZeRO-1/2/3: optimizer states / + gradients / + weights sharded over DP; "
+        "mb: sequences per micro-batch")
     lines = plan_legend([plain, ParallelPlan(tp=8, pp=2, vp=12, dp=4, sequence_parallel=True,
                                              tp_comm_overlap=True)])
     assert all(len(line) <= 100 for line in lines.splitlines())
