@@ -40,6 +40,20 @@ def test_pinned_knobs_are_kept_and_free_ones_chosen(dev_report):
     assert llama.num_gpus == 2048  # GPU count fixed by the row, parallelism chosen
 
 
+def test_a_gpu_hours_row_says_it_divides_by_the_run_goodput(dev_report):
+    """The 90 % run goodput (calibration 'run-goodput') entered gpu_hours rows unsaid."""
+    from infraplan.physics import hardware
+
+    row = {r.id: r for r in dev_report.rows}["llama-2-70b-gpu-hours"]
+    goodput = hardware.calibration("run-goodput")
+    steady = row.predicted * goodput
+    assert row.notes == (f"predicted gpu_hours = {steady:,.0f} steady-state GPU-hours / 90% "
+                         "run goodput (restarts, checkpoints, evaluation; calibration "
+                         "'run-goodput')",)
+    assert 1.4e6 < steady < 1.6e6  # 2,048 GPUs x 2T tokens at about 40 % MFU
+    assert not {r.id: r for r in dev_report.rows}["nar21-t2-ptd-1536"].notes
+
+
 def test_validate_cli_json_follows_the_contract(capsys):
     assert main(["validate", "training", str(DEV), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -13,6 +13,7 @@ from pathlib import Path
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.models import load_model
+from infraplan.physics import hardware
 from infraplan.physics.memory.training import RECOMPUTE, recompute_code
 from infraplan.training.evaluate import TrainingJob
 from infraplan.training.memory import check_precision, model_notes
@@ -134,6 +135,11 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
                  "tokens_per_s": best.tokens_per_s,
                  "tokens_per_s_per_gpu": best.tokens_per_s / best.plan.num_gpus}[metric]
     notes = tuple(model_notes(arch, job.seq_len))  # past the positions: context extension
+    if metric == "gpu_hours":  # a whole run's hours, as plan train counts them
+        goodput = hardware.calibration("run-goodput")
+        notes += (f"predicted gpu_hours = {best.gpu_hours * goodput:,.0f} steady-state "
+                  f"GPU-hours / {goodput:.0%} run goodput (restarts, checkpoints, evaluation; "
+                  "calibration 'run-goodput')",)
     return RowResult(id=row["id"], predicted=predicted, published=published, plan=best,
                      notes=notes)
 
