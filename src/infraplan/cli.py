@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
@@ -81,7 +82,8 @@ def _add_memory(sub) -> None:
     p.add_argument("--recompute-fraction", type=_number(0, above=True, high=1),
                    help="with --recompute full: share of each stage's layers recomputed "
                         "(the rest selective), e.g. 0.25")
-    p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction,
+                   help="split activations over the TP ranks (needs tp > 1)")
     p.add_argument("--micro-batch", type=_positive_int, help="sequences per micro-batch")
     p.add_argument("--global-batch", type=_positive_int, help="sequences per optimizer step")
     p.add_argument("--seq-len", type=_positive_int, help="tokens per sequence (4096)")
@@ -111,8 +113,9 @@ def _memory_flags(args) -> dict:
 
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
-    from infraplan.training.fit_check import (CONTEXT_FLAGS, fit_check, memory_overrides,
-                                              refuse_ignored_flags, scenario_from_flags)
+    from infraplan.training.fit_check import (CONTEXT_FLAGS, fit_check, in_flag_terms,
+                                              memory_overrides, refuse_ignored_flags,
+                                              scenario_from_flags)
     from infraplan.scenario_files import load_scenario
     from infraplan.workloads import MemoryScenario
 
@@ -124,8 +127,12 @@ def _run_memory(args) -> int:
                                  fix=f"pass --{flag} or a scenario YAML")
 
     def scenario_of(values):
-        return load_scenario(args.scenario, MemoryScenario, memory_overrides(values)) \
-            if args.scenario else scenario_from_flags(values)
+        if not args.scenario:
+            return scenario_from_flags(values)
+        try:
+            return load_scenario(args.scenario, MemoryScenario, memory_overrides(values))
+        except InputError as exc:  # a flag's bad value: name the flag, not the file's key
+            raise in_flag_terms(exc, values, Path(args.scenario).name) from None
 
     # a flag that needs another (--lora-rank needs --finetune lora) is refused in flag terms
     # before the scenario's own check refuses it in field terms; the flags it needs are

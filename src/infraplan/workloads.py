@@ -75,8 +75,9 @@ class Parallelism(_Spec):
             raise ValueError("recompute_fraction applies only with recompute: full (it would "
                              "be ignored)")
         if self.sequence_parallel and self.tp == 1:
-            raise ValueError("sequence_parallel splits activations over the tensor-parallel "
-                             "ranks: it needs tp > 1")
+            raise FieldError("sequence_parallel", "splits activations over the "
+                             "tensor-parallel ranks: it needs tp > 1",
+                             fix="set sequence_parallel: false, or tp above 1")
         return self
 
 
@@ -102,6 +103,15 @@ class FineTune(_Spec):
     lora_targets: tuple[str, ...] = Field(
         default=("all-linear",), min_length=1,
         description="groups (attention, mlp, all-linear) or module names (q_proj, v_proj, ...)")
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _one_line(cls, value):
+        """'all-linear' or 'q_proj, v_proj' as PEFT's target_modules string and the CLI's
+        --lora-targets read: the list of its comma-separated names."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     @model_validator(mode="after")
     def _adapters_need_lora(self):
@@ -235,8 +245,9 @@ class Pins(_Spec):
     @model_validator(mode="after")
     def _sequence_parallel_needs_tp(self):
         if self.sequence_parallel and self.tp == 1:
-            raise ValueError("sequence_parallel splits activations over the tensor-parallel "
-                             "ranks: it needs tp > 1")
+            raise FieldError("sequence_parallel", "splits activations over the "
+                             "tensor-parallel ranks: it needs tp > 1",
+                             fix="set sequence_parallel: false, or tp above 1")
         # Megatron-LM's --tp-comm-overlap pipelines the sequence-parallel all-gathers and
         # reduce-scatters with the GEMMs: it needs both (space.py's rule)
         if self.tp_comm_overlap and (self.tp == 1 or self.sequence_parallel is False):

@@ -78,8 +78,7 @@ def memory_document(check, *, phrase: Callable[[str], str] = in_form_terms, titl
     bars = [_bar(label, r)] + [_bar(f"with {phrase(c)}", f) for c, f in fixes]
     parts = [("weights", r.weights_bytes), ("gradients", r.gradients_bytes),
              ("optimizer states", r.optimizer_bytes), ("activations", r.activations_bytes),
-             *((f"overhead: {k.replace('_', ' ')}", v) for k, v in r.overhead_parts.items()
-               if v > 0)]
+             *((f"overhead: {k}", v) for k, v in r.overhead_items() if v > 0)]
     rows = [[name, f"{v / GiB:,.2f}", f"{v / capacity:.1%}"] for name, v in parts]
     rows.append(["total", f"{r.total_bytes / GiB:,.2f}", f"{r.total_bytes / capacity:.1%}"])
     # the difference of the two figures as shown, so that the page's arithmetic adds up

@@ -35,6 +35,11 @@ def _bar(fraction: float, width: int = 30) -> str:
     return "#" * filled + "." * (width - filled)
 
 
+def _gib(value: float) -> str:
+    """Bytes in GiB, grouped: one unit down the memory breakdown, as the capacity's."""
+    return f"{value / GiB:,.2f} GiB"
+
+
 def memory_report(check) -> str:
     """The per-accelerator memory breakdown of a fit check's plan, whether it fits, and the
     fixes it found (training.fit_check.FitCheck)."""
@@ -43,7 +48,7 @@ def memory_report(check) -> str:
     lines = [
         f"{report.model} on {plan.num_gpus} x {report.accelerator}",
         f"plan: {plan.describe()}",
-        f"job: seq {options.seq_len}, {report.num_microbatches} micro-batch(es) per step, "
+        f"job: seq {options.seq_len:,}, {report.num_microbatches:,} micro-batch(es) per step, "
         f"{options.precision}, {options.optimizer}"
         + (f", grads {options.grad_dtype}" if options.grad_dtype else "")
         + (f", {options.finetune} rank {options.lora_rank}" if options.finetune != "full"
@@ -60,23 +65,22 @@ def memory_report(check) -> str:
              ("optimizer", report.optimizer_bytes), ("activations", report.activations_bytes),
              ("overhead", report.overhead_bytes)]
     for name, value in parts:
-        lines.append(f"  {name:<12}{format_bytes(value):>13}  {_bar(value / capacity)}")
-    detail = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.2f}"
-                       for k, v in report.overhead_parts.items() if v > 0)
+        lines.append(f"  {name:<12}{_gib(value):>13}  {_bar(value / capacity)}")
+    detail = ", ".join(f"{k} {v / GiB:,.2f}" for k, v in report.overhead_items() if v > 0)
     lines.append(f"  {'':<12}{'':>13}  ({detail} GiB)")
     used = report.total_bytes / capacity
-    lines.append(f"  {'total':<12}{format_bytes(report.total_bytes):>13}  of "
-                 f"{format_bytes(capacity)} ({used:.0%})")
+    lines.append(f"  {'total':<12}{_gib(report.total_bytes):>13}  of "
+                 f"{_gib(capacity)} ({used:.0%})")
     lines.append("")
     if report.fits:
-        lines.append(f"FITS with {format_bytes(report.headroom_bytes)} to spare.")
+        lines.append(f"FITS with {_gib(report.headroom_bytes)} to spare.")
     else:
-        lines.append(f"DOES NOT FIT: {format_bytes(-report.headroom_bytes)} over.")
+        lines.append(f"DOES NOT FIT: {_gib(-report.headroom_bytes)} over.")
         lines.append(check.fixes_heading + (":" if fixes else "."))
         if fixes:
             width = max(26, *(len(label) for label, _ in fixes))
             for label, fixed in fixes:
-                lines.append(f"  {label:<{width}} total {format_bytes(fixed.total_bytes)} "
+                lines.append(f"  {label:<{width}} total {_gib(fixed.total_bytes)} "
                              f"({fixed.total_bytes / capacity:.0%})")
         if min_gpus and min_gpus > plan.num_gpus:
             lines.append(f"The model states alone need at least {min_gpus} x "

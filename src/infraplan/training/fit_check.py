@@ -57,6 +57,20 @@ def memory_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def in_flag_terms(exc, values: Mapping[str, Any], origin: str):
+    """`exc` (an InputError of the scenario built from file `origin` and flag `values`) in
+    the terms of the flag that set the field it names: '--gpu unknown accelerator ...', not
+    'job.yaml: hardware.gpu unknown accelerator ...' (the file holds another value)."""
+    from infraplan.errors import InputError
+
+    for name, path in FLAG_PATHS.items():
+        field = f"{origin}: {path}{':' if name == 'model' else ''} "
+        if values.get(name) is not None and exc.message.startswith(field):
+            flag = "--" + name.replace("_", "-")
+            return InputError(f"{flag} {exc.message[len(field):]}", fix=exc.fix)
+    return exc
+
+
 def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
     """A flag is said on purpose, even at its default value, which the scenario's own
     checks let pass (spec_checks.given: a dumped file writes every default): an InputError

@@ -9,7 +9,7 @@ import numpy as np
 
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import Accelerator
-from infraplan.errors import InputError
+from infraplan.errors import InputError, PlanError
 from infraplan.models import load_model, param_counts, uncounted_notes
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
@@ -53,6 +53,15 @@ class MemoryReport:
     @property
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.total_bytes
+
+    def overhead_items(self) -> list[tuple[str, float]]:
+        """The overhead's parts in words, the runtime's context named after the chip's
+        vendor (the catalog's figure is a CUDA context's; a TPU's is no 'cuda context')."""
+        vendor = load_catalog().accelerators.get(self.accelerator).vendor
+        context = {"nvidia": "CUDA context", "amd": "ROCm context"}.get(vendor,
+                                                                        "runtime context")
+        return [(context if k == "cuda_context" else k.replace("_", " "), v)
+                for k, v in self.overhead_parts.items()]
 
     def to_json(self) -> dict:
         return {
@@ -195,12 +204,19 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
     from infraplan.training.plan import resolve_dp
 
     par, job, ft = scenario.parallelism, scenario.training, scenario.finetune
-    dp = resolve_dp(scenario.hardware.num_gpus, par.tp, par.pp, par.cp, par.dp)
-    plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, etp=par.etp,
+    plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=1, cp=par.cp, ep=par.ep, etp=par.etp,
                         vp=par.vp,
                         zero=par.zero, sequence_parallel=par.sequence_parallel,
                         micro_batch=par.micro_batch, recompute=par.recompute,
                         recompute_fraction=par.recompute_fraction)
+    try:
+        dp = resolve_dp(scenario.hardware.num_gpus, par.tp, par.pp, par.cp, par.dp)
+    except PlanError:
+        # a degree the model refuses (tp=3 on 64 heads) first: a GPU count fixed for it
+        # would only meet that error next
+        check_plan(arch or load_model(scenario.model), plan, seq_len=job.seq_len)
+        raise
+    plan = replace(plan, dp=dp)
     chip = load_catalog().accelerators.get(scenario.hardware.gpu)
     options = MemoryOptions(seq_len=job.seq_len, precision=job.precision or chip.sixteen_bit,
                             grad_dtype=job.grad_dtype, optimizer=job.optimizer,
@@ -219,8 +235,15 @@ def _fix_tries(plan: ParallelPlan, options: MemoryOptions, node_gpus: int
     TP is not widened past the node's NVLink domain (`node_gpus`): its per-layer
     collectives would cross the NICs, a fix that fits and runs several times slower."""
     tries: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    if options.kernels == "eager":  # flash attention never holds the s x s scores
+        tries.append(("--kernels fused", {}, {"kernels": "fused"}))
+    if plan.recompute == "none":  # the milder recompute first: it keeps the GEMM outputs
+        tries.append(("--recompute selective", {"recompute": "selective"}, {}))
     if plan.recompute != "full":
-        tries.append(("--recompute full", {"recompute": "full"}, {}))
+        tries.append(("--recompute full", {"recompute": "full", "recompute_fraction": 1.0},
+                      {}))
+    elif plan.recompute_fraction < 1:
+        tries.append(("--recompute-fraction 1", {"recompute_fraction": 1.0}, {}))
     tries += [(f"--zero {z}", {"zero": z}, {}) for z in range(plan.zero + 1, 4)]
     if plan.tp > 1 and not plan.sequence_parallel:
         tries.append(("--sequence-parallel", {"sequence_parallel": True}, {}))

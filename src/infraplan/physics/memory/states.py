@@ -165,7 +165,9 @@ def lora_targets(names: tuple[str, ...]) -> frozenset[str]:
         else:
             raise UnknownNameError("LoRA target", name, list(LORA_TARGET_GROUPS)
                                    + list(LORA_MODULE_ALIASES)
-                                   + list(LORA_TARGET_GROUPS["all-linear"]))
+                                   + list(LORA_TARGET_GROUPS["all-linear"]),
+                                   fix="use a group (all-linear, attention, mlp) or module "
+                                       "names such as q_proj, v_proj")
     return frozenset(out)
 
 

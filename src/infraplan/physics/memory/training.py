@@ -222,7 +222,11 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, etp, zero, sp, 
         trainable = dense + experts
         weights = sharded(dense * wb, experts * wb, 3)
         if options.precision == "fp8":
-            weights = weights + sharded(gemm_share * FP8_WEIGHT_CACHE_BYTES_PER_PARAM, 0.0, 3)
+            # the decoder layers' GEMMs only: the embedding is a lookup, and Megatron-Core's
+            # LM head is its own ColumnParallelLinear, outside Transformer Engine's fp8
+            layer_dense = (stages.gemm[rank] - stages.experts[rank] - stages.vocab[rank]) / tp
+            weights = weights + sharded(layer_dense * FP8_WEIGHT_CACHE_BYTES_PER_PARAM,
+                                        experts * FP8_WEIGHT_CACHE_BYTES_PER_PARAM, 3)
         gradients = sharded(dense * gb, experts * gb, 2)
         optimizer = sharded(dense * k_opt, experts * k_opt, 1)
     else:
