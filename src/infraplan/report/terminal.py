@@ -6,7 +6,7 @@ import io
 import sys
 from collections.abc import Sequence
 
-from infraplan.units import GiB, format_bytes, format_count
+from infraplan.units import GiB, format_count
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
