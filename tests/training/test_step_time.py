@@ -152,6 +152,27 @@ def test_fp8_pays_a_cast_of_every_gemm_input_and_output_gradient():
         4 * tokens * (6144 + 2 * h + 2 * f) / 3e12)
 
 
+def test_fp8_training_runs_the_lm_head_in_16_bits():
+    """Megatron-Core's output layer is outside Transformer Engine's fp8 autocast, and
+    torchtitan's float8 conversion skips 'output' (filter_fqns): the head's GEMMs ran at the
+    fp8 rate with 1-byte operands."""
+    from infraplan.physics import hardware
+    from infraplan.training.step_time import _head_time
+
+    fp8, bf16 = (hardware.device("h100-sxm5-80gb", d) for d in ("fp8", "bf16"))
+    assert fp8.gemm16_flops == bf16.gemm_flops and bf16.gemm16_flops == 0.0
+    assert fp8.gemm_flops > 1.5 * bf16.gemm_flops
+    arch, one = load_model("llama-3.1-8b"), np.ones(1)
+    p = PlanArrays(tp=one, pp=one, dp=one, cp=one, ep=one, etp=one, vp=one, zero=0 * one,
+                   sp=0 * one, mb=one, recompute=0 * one, microbatches=one,
+                   tp_overlap=0 * one, ep_overlap=0 * one)
+    tokens = 4096 * one
+    assert _head_time(arch, fp8, FABRIC, p, tokens) == _head_time(arch, bf16, FABRIC, p, tokens)
+    # three GEMMs of 2 x tokens x 4096 x 128,256 FLOPs at no more than the 16-bit rate
+    assert _head_time(arch, fp8, FABRIC, p, tokens)[0] > 3 * 2 * 4096 * 4096 * 128256 / \
+        bf16.gemm_flops
+
+
 def test_a_token_crosses_the_network_once_per_destination_node():
     """DeepSeek-V3 (k = 8 experts in 4 of 8 groups) with EP 64 over 8 nodes, one group per
     node: a token reaches exactly 4 nodes, 3.5 of them remote in expectation, so 3.5 / 8 of

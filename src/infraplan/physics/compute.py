@@ -45,6 +45,9 @@ class Device:
     # the fused attention kernel's backward pass, where it runs at its own rate (0: the
     # forward's): FlashAttention and cuDNN backward kernels reach less of peak than forward
     attention_backward_flops: float = 0.0
+    # achievable FLOP/s of a large 16-bit GEMM, for the layers fp8 training leaves in 16
+    # bits (the LM head); 0: gemm_flops (the training dtype is 16-bit already)
+    gemm16_flops: float = 0.0
 
 
 def roofline_s(compute_s, memory_s, exponent: float = math.inf):

@@ -135,6 +135,9 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
     # vector cores run a GEMV with fp32 FMAs whatever the operands' type (dequantised
     # weights, fp32 accumulation), at the fp32 peak; an fp32 GEMM runs there anyway
     vector = min(1.0, gpu.peak_flops.get("fp32", 0.0) / peak)
+    sixteen = next((d for d in _SIXTEEN_BIT if d in gpu.peak_flops), None)
+    gemm16 = gpu.peak_flops[sixteen] * _gemm_fraction(gpu, kernels_of, sixteen, gpu.peak_flops[
+        sixteen]) * derate if sixteen and dtype not in _SIXTEEN_BIT else 0.0
     return Device(gemm_flops=peak * gemm * derate, attention_flops=peak16 * attention * derate,
                   attention_backward_flops=peak16 * attention_backward * derate,
                   memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * memory,
@@ -142,7 +145,7 @@ def device(gpu_name: str, precision: str, *, use: str = "training") -> Device:
                   kernel_overhead_s=calibration("kernel-overhead"),
                   gemm_k_overhead=calibration("gemm-k-overhead"),
                   roofline_exponent=calibration(exponent_name) if exponent_name else math.inf,
-                  vector_share=vector)
+                  vector_share=vector, gemm16_flops=gemm16)
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ optimizer. A loader slower than the step stalls it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from infraplan.physics.hardware import calibration
 from infraplan.physics.memory.pipeline import pipeline_groups, unique_rows
 from infraplan.physics.memory.states import expert_dp, stage_params, state_bytes
 from infraplan.training.layer_time import (ACT_BYTES, LayerTime, PlanArrays,
-                                          gemm_operand_bytes, layer_time, overlapped)
+                                          layer_time, overlapped)
 
 BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
              "dp_comm", "zero3_comm", "optimizer", "data_stall")
@@ -68,7 +68,7 @@ def _per_layer_knobs(arch, dev, fab, opts, p: PlanArrays):
     dense = layer_time(arch, dev, fab, q, moe_layer=False, **kw)
     moe = layer_time(arch, dev, fab, q, moe_layer=True, **kw) if arch.is_moe else dense
     tokens = q.mb * opts.seq_len / q.cp
-    head = _head_time(arch, dev, fab, q, tokens, gemm_operand_bytes(fp8))
+    head = _head_time(arch, dev, fab, q, tokens)
     embed = _embedding_time(arch, dev, fab, q, tokens)
 
     def spread(lt: LayerTime) -> LayerTime:
@@ -151,9 +151,14 @@ def _ep_overlapped(rank_times, m, pp, vp):
     return unpaired * a2a + (1 - unpaired) * overlapped(a2a, compute)
 
 
-def _head_time(arch, dev, fab, p, tokens, gemm_bytes):
+def _head_time(arch, dev, fab, p, tokens):
     """Final norm, LM head GEMM (vocab split over TP) and the fp32 cross-entropy, forward
-    and backward; never recomputed."""
+    and backward; never recomputed. The head runs in 16 bits in fp8 training too:
+    Megatron-Core's output layer is its own ColumnParallelLinear, outside Transformer
+    Engine's fp8 autocast, and torchtitan's float8 conversion skips the 'output' linear."""
+    if dev.gemm16_flops:
+        dev = replace(dev, gemm16_flops=0.0, gemm_flops=dev.gemm16_flops)
+    gemm_bytes = ACT_BYTES
     v = arch.vocab_size / p.tp
     h = arch.hidden_size
     fwd = gemm_time(dev, tokens, v, h, bytes_per_element=gemm_bytes)
