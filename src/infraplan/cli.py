@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
 from infraplan.cli_tco import add_tco
 from infraplan.cli_validate import run_validate_serving, run_validate_training
-from infraplan.errors import EXIT_BAD_INPUT, InputError
+from infraplan.errors import EXIT_BAD_INPUT, InputError, close_matches
 from infraplan.report.output import add_output_flags, emit, progress
 from infraplan.spec_checks import MAX_WHOLE_NUMBER, shown_value
 
@@ -57,6 +57,19 @@ def _number(low: float, *, above: bool, high: float | None = None):
                 and (high is None or value <= high)):
             raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
         return value
+    return parse
+
+
+def _choice(choices: list[str]):
+    """An argparse type: one of `choices`, else argparse's 'invalid choice' with the close
+    matches ('gpu' -> did you mean 'gpus'?)."""
+    def parse(text: str) -> str:
+        if text in choices:
+            return text
+        close = close_matches(text, choices)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r}{hint} (choose from "
+                                         f"{', '.join(choices)})")
     return parse
 
 
@@ -147,8 +160,10 @@ def _run_memory(args) -> int:
 
 def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list what the shipped catalog holds")
-    p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage",
-                                    "engines", "offers", "prices"])
+    kinds = ["gpus", "models", "systems", "networks", "storage", "engines", "offers",
+             "prices", "servers", "regions"]
+    p.add_argument("kind", choices=kinds, type=_choice(kinds),
+                   help="servers and regions: what 'infraplan tco' prices")
     p.add_argument("--gpu", help="offers and prices: one accelerator's (name or alias), "
                                  "cheapest first")
     add_output_flags(p)
