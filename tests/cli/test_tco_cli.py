@@ -78,6 +78,8 @@ def test_api_break_even_ignores_utilization_and_counts_power_at_full_load(capsys
     assert ("never: even at full load (13.2 billion tokens/month) self-hosting costs $0.72 per "
             "million tokens, more than the API's $0.50") in out
     assert "e+" not in out
+    out = _text(capsys, "dgx-h100", "--api-usd-per-m", "0.126", "--tokens-per-s", "5000")
+    assert "self-host vs API at $0.13 per million tokens: never" in out  # was $0.126
 
 
 def test_the_price_says_it_is_an_estimate_and_can_be_replaced(capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from infraplan.report.terminal import table
-from infraplan.units import format_figure, format_usd_rate
+from infraplan.units import format_figure
 
 WIDTH = 100
 
@@ -30,7 +30,7 @@ def _price_lines(own) -> list[str]:
 
 def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = None,
                set_flags: dict[str, float] | None = None) -> str:
-    from infraplan.economics.tco import EXCLUDED
+    from infraplan.economics.tco import EXCLUDED, usd_per_million_text
 
     lines = [f"{own.server}: {own.gpus} GPUs, amortised over {own.amortization_years:g} "
              f"years, {own.utilization:.0%} utilised", *_price_lines(own)]
@@ -48,8 +48,8 @@ def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = N
         lines.append(_wrap(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
                            f"{_rent_verdict(own, rent)}"))
     if api is not None:
-        lines.append(_wrap(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} "
-                           f"per million tokens: {api.message}"))
+        lines.append(_wrap(f"self-host vs API at ${usd_per_million_text(api.api_usd_per_million)}"
+                           f" per million tokens: {api.message}"))
     return "\n".join(lines)
 
 
