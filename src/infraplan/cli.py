@@ -9,8 +9,9 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from infraplan.cli_serve import run_plan_serve, run_simulate_serve, seed_override
+from infraplan.cli_tco import add_tco
 from infraplan.cli_validate import run_validate_serving, run_validate_training
-from infraplan.errors import EXIT_BAD_INPUT, InputError
+from infraplan.errors import EXIT_BAD_INPUT, InputError, close_matches
 from infraplan.report.output import add_output_flags, emit, progress
 from infraplan.spec_checks import MAX_WHOLE_NUMBER, shown_value
 
@@ -57,6 +58,19 @@ def _number(low: float, *, above: bool, high: float | None = None):
                 and (high is None or value <= high)):
             raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
         return value
+    return parse
+
+
+def _choice(choices: list[str]):
+    """An argparse type: one of `choices`, else argparse's 'invalid choice' with the close
+    matches ('gpu' -> did you mean 'gpus'?)."""
+    def parse(text: str) -> str:
+        if text in choices:
+            return text
+        close = close_matches(text, choices)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r}{hint} (choose from "
+                                         f"{', '.join(choices)})")
     return parse
 
 
@@ -153,8 +167,10 @@ def _run_memory(args) -> int:
 
 def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list what the shipped catalog holds")
-    p.add_argument("kind", choices=["gpus", "models", "systems", "networks", "storage",
-                                    "engines", "offers", "prices"])
+    kinds = ["gpus", "models", "systems", "networks", "storage", "engines", "offers",
+             "prices", "servers", "regions"]
+    p.add_argument("kind", choices=kinds, type=_choice(kinds),
+                   help="servers and regions: what 'infraplan tco' prices")
     p.add_argument("--gpu", help="offers and prices: one accelerator's (name or alias), "
                                  "cheapest first")
     add_output_flags(p)
@@ -282,54 +298,6 @@ def _run_plan_train(args) -> int:
                 f"step {b.step_s:,.3f} s, MFU {b.mfu:.1%}")
 
 
-def _add_tco(sub) -> None:
-    p = sub.add_parser("tco", help="own vs rent: on-prem cost per GPU-hour and break-evens",
-                       description="Cost of owning one server (capex amortised, power, "
-                       "facility, operations) and when buying beats renting or an API.")
-    p.add_argument("server", help="server in catalog/data/onprem.yaml (dgx-h100, ...)")
-    p.add_argument("--utilization", type=_number(0, above=True, high=1), default=0.7,
-                   help="share of hours in use (0-1]")
-    p.add_argument("--rent", type=_number(0, above=False),
-                   help="rental USD per GPU-hour to compare with")
-    p.add_argument("--years", type=_number(0, above=True),
-                   help="amortisation period (default: onprem.yaml)")
-    p.add_argument("--region", default="us-industrial-average", help="electricity price row")
-    p.add_argument("--api-usd-per-m", type=_number(0, above=False),
-                   help="API price per million tokens")
-    p.add_argument("--tokens-per-s", type=_number(0, above=True),
-                   help="what the owned server serves at most")
-    add_output_flags(p)
-    p.set_defaults(run=_run_tco)
-
-
-def _run_tco(args) -> int:
-    from dataclasses import asdict
-
-    from infraplan.economics.tco import buy_vs_rent, onprem_cost, self_host_vs_api
-    from infraplan.report.tco import tco_report
-
-    kw = {"amortization_years": args.years, "electricity_region": args.region}
-    own = onprem_cost(args.server, args.utilization, **kw)
-    rent = None if args.rent is None else buy_vs_rent(args.server, args.utilization,
-                                                      args.rent, **kw)
-    api = None
-    if (args.api_usd_per_m is None) != (args.tokens_per_s is None):  # one without the other
-        given, missing = (("--api-usd-per-m", "--tokens-per-s") if args.tokens_per_s is None
-                          else ("--tokens-per-s", "--api-usd-per-m"))
-        raise InputError(f"{given} needs {missing}: self-hosting vs an API compares the "
-                         "server's throughput with the API's price per million tokens",
-                         fix=f"add {missing}, or drop {given}")
-    if args.api_usd_per_m is not None:
-        api = self_host_vs_api(args.tokens_per_s, own.usd_per_year / 12, args.api_usd_per_m)
-    out = {"onprem": {**asdict(own), "usd_per_year": own.usd_per_year,
-                      "usd_per_gpu_hour": own.usd_per_gpu_hour},
-           "buy_vs_rent": asdict(rent) if rent else None,
-           "self_host_vs_api": asdict(api) if api else None}
-    return emit(args, "tco", out, lambda: tco_report(own, rent, api, args.rent),
-                lambda: f"${own.usd_per_gpu_hour:,.2f} per GPU-hour owned"
-                + (f"; {rent.message}" if rent else ""))
-
-
 def _add_validate(sub) -> None:
     from infraplan.report.validation import EXIT_HELP
 
@@ -358,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_simulate(sub)
     _add_validate(sub)
-    _add_tco(sub)
+    add_tco(sub, _number)
     from infraplan.web.cli import add_report, add_ui  # neither imports the web stack yet
 
     add_report(sub)

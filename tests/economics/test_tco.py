@@ -18,6 +18,8 @@ from infraplan.economics.tco import (
     onprem_cost,
     self_host_vs_api,
     server,
+    server_vs_api,
+    tokens_text,
 )
 from infraplan.errors import InputError, UnknownNameError
 
@@ -104,7 +106,9 @@ def test_buy_vs_rent_flags_a_crossing_after_the_useful_life():
     # rent 8 x 0.5 x 730.56 h x $2 = $5,844.48/month against ~$2,996/month running: ~105 months
     result = buy_vs_rent("dgx-h100", 0.5, 2.0, **{**FIXED, "amortization_years": 1})
     assert result.months is not None and result.months > 12
-    assert not result.within_life and "after the assumed 1-year life" in result.message
+    assert not result.within_life
+    assert result.message.startswith("renting is cheaper: buying would pay off after ")
+    assert result.message.endswith(", beyond the assumed 1-year life")
 
 
 @settings(max_examples=60, deadline=None)
@@ -207,3 +211,49 @@ def test_an_unknown_region_names_the_option_tco_has():
     assert "or give usd_per_kwh directly" not in str(info.value)
     with pytest.raises(UnknownNameError, match="To fix: use --region"):
         electricity_price("us-east-1", fix="use --region")
+
+
+def test_server_vs_api_solves_the_load_with_power_growing_with_it():
+    """The break-even divided the cost at 70% utilization by full-load tokens: API $0.5 read
+    '$0.6976 per million' (full load: $0.7154) and API $2 read 34.9% (33.8%)."""
+    # fixed: $67,500 capex + $22,529 facility + $13,500 operations = $103,528.94/yr;
+    # power at full load: 10.2 kW x 8,766.72 h x 1.3 x $0.0806 = $9,369.48/yr
+    result = server_vs_api("dgx-h100", 5000, 2.0)
+    assert result.fixed_usd_per_month * 12 == pytest.approx(103_528.944)
+    assert result.load_usd_per_month_at_capacity * 12 == pytest.approx(9_369.4846)
+    # API at full load: 5,000 x 2,630,016 s x 12 x $2 / 1e6 = $315,601.92/yr
+    # x* = 103,528.944 / (315,601.92 - 9,369.4846) = 0.33807
+    assert result.load_share == pytest.approx(103_528.944 / (315_601.92 - 9_369.4846))
+    assert result.tokens_per_month == pytest.approx(0.338072 * 13_150_080_000, rel=1e-5)
+    assert result.message == ("self-hosting is cheaper above 4.45 billion tokens/month "
+                              "(33.8% of its capacity)")
+    never = server_vs_api("dgx-h100", 5000, 0.5)
+    assert never.self_host_usd_per_million_at_capacity == pytest.approx(
+        (103_528.944 + 9_369.4846) / 12 * 1e6 / 13_150_080_000)  # $0.7154
+    assert never.message == ("never: even at full load (13.2 billion tokens/month) "
+                             "self-hosting costs $0.72 per million tokens, more than the API's "
+                             "$0.50")
+
+
+def test_tokens_in_words_never_in_exponent_form():
+    assert [tokens_text(n) for n in (9_500, 4.45e8, 1.315e10, 1.234e15)] == [
+        "9,500", "445 million", "13.2 billion", "1,230 trillion"]
+
+
+def test_the_price_says_whether_it_is_an_estimate_and_where_it_came_from():
+    own = onprem_cost("dgx-h100", 0.7)
+    assert own.price.estimate and own.price.usd == 270_000
+    assert own.price.source.startswith("Price: SemiAnalysis")
+    assert own.price.retrieved == dt.date(2026, 11, 22) and own.given == ()
+    quoted = onprem_cost("dgx-h100", 0.7, price_usd=300_000, pue=1.5)
+    assert not quoted.price.estimate and quoted.price.retrieved is None
+    assert quoted.given == ("price_usd", "pue") and quoted.capex_usd == 300_000
+    assert not onprem_cost("dgx-a100-320gb", 0.7).price.estimate
+
+
+def test_the_power_line_names_the_region():
+    power = onprem_cost("dgx-h100", 0.7, electricity_region="tx").items[1].formula
+    assert power.endswith("x $0.066/kWh (texas, 2023)")
+    assert onprem_cost("dgx-h100", 0.7, usd_per_kwh=0.1).items[1].formula.endswith(
+        "$0.10/kWh (given)")
+    assert onprem_cost("dgx-h100", 0.7, usd_per_kwh=0.1).electricity_region is None

@@ -16,10 +16,14 @@ Cost of owning one server with G GPUs for a year, at utilization u (0.01 <= u <=
     cost per used GPU-hour = (capex + power + facility + operations) / (G x H_y x u)
 Only the power term grows with u, and it grows in proportion to the GPU-hours, so the cost
 per GPU-hour = fixed / (G x H_y x u) + constant falls as utilization rises.
+
+Left out (EXCLUDED): the cost of capital, a residual value, and what the server price leaves
+out (onprem.yaml: cluster switches, cables, racks, storage systems).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,11 +38,13 @@ from infraplan.catalog.table import Table, describe_validation
 from infraplan.economics.cost import HOURS_PER_MONTH, SECONDS_PER_MONTH, LineItem
 from infraplan.economics.energy import energy_kwh
 from infraplan.errors import InputError
-from infraplan.units import format_usd_rate
+from infraplan.units import format_usd_rate, three_figures
 
 HOURS_PER_YEAR = 12 * HOURS_PER_MONTH  # 8,766.72 h
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3_600.0
 ONPREM_FILE = DATA_DIR / "onprem.yaml"
+EXCLUDED = ("cost of capital, residual value, and cluster switches, cables, racks and storage "
+            "systems (the server price is one server as configured)")
 
 
 class Server(Row):
@@ -134,11 +140,26 @@ def _number(name: str, value: float, **bounds) -> float:
 
 
 @dataclass(frozen=True)
+class ServerPrice:
+    """Where the purchase price came from: the catalog row (estimate or not) or the caller."""
+    usd: float
+    estimate: bool
+    source: str
+    retrieved: dt.date | None  # None: given by the caller
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class OnPremCost:
     server: str
     gpus: int
     utilization: float
     capex_usd: float  # purchase price, paid up front
+    price: ServerPrice
+    electricity_region: str | None  # None: usd_per_kwh given by the caller
+    usd_per_kwh: float
+    pue: float
+    given: tuple[str, ...]  # the arguments the caller set rather than onprem.yaml
     amortization_years: float
     items: tuple[LineItem, ...]  # per year: capex (amortised), power, facility, operations
     gpu_hours_per_year: float  # used GPU-hours: gpus x 8,766.72 h x utilization
@@ -175,17 +196,21 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
     u = _in_range("utilization (tco --utilization)", utilization, *UTILIZATION_RANGE,
                   fix="give the share of the year's hours the GPUs are in use, 0.01 to 1 "
                       "(e.g. 0.7)")
-    price = _number("price_usd", row.price_usd if price_usd is None else price_usd, ge=0)
+    price = _number("price_usd", row.price_usd if price_usd is None else price_usd, gt=0)
+    price_row = ServerPrice(row.price_usd, row.estimate, row.source, row.retrieved,
+                            row.notes) if price_usd is None else \
+        ServerPrice(price, False, "given (price_usd)", None)
+    region = None if usd_per_kwh is not None else electricity_price(electricity_region)
     years = _in_range("amortization_years (tco --years)", facility_value("amortization-years")
                       if amortization_years is None else amortization_years,
                       *AMORTIZATION_YEARS_RANGE,
                       fix="give the server's useful life in years, 0.25 to 30 (onprem.yaml "
                           "assumes 4)")
+    pue_in = pue
     pue = _number("pue", facility_value("pue") if pue is None else pue, ge=0)
     if pue < 1:
         raise InputError(f"pue must be >= 1 (facility energy / IT energy; got {pue!r})")
-    kwh_price = _number("usd_per_kwh", electricity_price(electricity_region).usd_per_kwh
-                        if usd_per_kwh is None else usd_per_kwh, ge=0)
+    kwh_price = _number("usd_per_kwh", region.usd_per_kwh if region else usd_per_kwh, ge=0)
     colo = _number("colocation_usd_per_kw_month", facility_value("colocation-usd-per-kw-month")
                    if colocation_usd_per_kw_month is None else colocation_usd_per_kw_month, ge=0)
     ops = _number("operations_fraction_per_year",
@@ -203,12 +228,20 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
         LineItem("power", kwh * kwh_price,
                  f"({g} x {gpu.tdp_watts:,.0f} W + {host_w:,.0f} W host) x {u:g} x "
                  f"{HOURS_PER_YEAR:,.2f} h x PUE {pue:g} = {kwh:,.0f} kWh x "
-                 f"${format_usd_rate(kwh_price)}/kWh"),
+                 f"${format_usd_rate(kwh_price)}/kWh "
+                 + (f"({region.name}, {region.year})" if region else "(given)")),
         LineItem("facility", colo * system_kw * 12,
                  f"${format_usd_rate(colo)}/kW-month x {system_kw:g} kW x 12 months"),
         LineItem("operations", ops * price, f"{ops:g} x ${price:,.0f} per year"),
     )
-    return OnPremCost(server=row.name, gpus=g, utilization=u, capex_usd=price,
+    given = tuple(name for name, value in (
+        ("price_usd", price_usd), ("amortization_years", amortization_years), ("pue", pue_in),
+        ("usd_per_kwh", usd_per_kwh),
+        ("colocation_usd_per_kw_month", colocation_usd_per_kw_month),
+        ("operations_fraction_per_year", operations_fraction_per_year)) if value is not None)
+    return OnPremCost(server=row.name, gpus=g, utilization=u, capex_usd=price, price=price_row,
+                      electricity_region=region.name if region else None,
+                      usd_per_kwh=kwh_price, pue=pue, given=given,
                       amortization_years=years, items=items,
                       gpu_hours_per_year=g * HOURS_PER_YEAR * u)
 
@@ -251,15 +284,31 @@ def buy_vs_rent(server_name: str, utilization: float, rent_usd_per_gpu_hour: flo
     if rent_month <= run_month:
         return BuyVsRent(None, None, own.capex_usd, run_month, rent_month, False,
                          f"never: renting {used_hours_per_month:,.0f} GPU-h/month costs "
-                         f"${rent_month:,.0f}, no more than running the server "
-                         f"(${run_month:,.0f}/month before paying it off)")
+                         f"${rent_month:,.0f}, no more than the server's running costs "
+                         f"(power, facility, operations, excluding the purchase: "
+                         f"${run_month:,.0f}/month)")
     months = own.capex_usd / (rent_month - run_month)
     within = months <= life_months
+    life = f"the assumed {life_months / 12:g}-year life"
+    crossing = f"{months:,.1f} months ({months * used_hours_per_month:,.0f} GPU-hours)"
     return BuyVsRent(months, months * used_hours_per_month, own.capex_usd, run_month,
                      rent_month, within,
-                     f"buying pays off after {months:,.1f} months "
-                     f"({months * used_hours_per_month:,.0f} GPU-hours)" +
-                     ("" if within else f", after the assumed {life_months / 12:g}-year life"))
+                     f"buying pays off after {crossing}, within {life}" if within else
+                     f"renting is cheaper: buying would pay off after {crossing}, "
+                     f"beyond {life}")
+
+
+def tokens_text(n: float) -> str:
+    """A token count in words, never in exponent form: '13.1 billion', '450 million', '9,500'."""
+    for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if abs(n) >= scale:
+            return f"{three_figures(n / scale)} {word}"
+    return f"{n:,.0f}"
+
+
+def usd_per_million_text(x: float) -> str:
+    """$ per million tokens: to the cent from $0.10 ('0.72'), finer below ('0.0042')."""
+    return f"{x:,.2f}" if x >= 0.10 else format_usd_rate(x)
 
 
 @dataclass(frozen=True)
@@ -268,32 +317,56 @@ class SelfHostVsApi:
     capacity_tokens_per_month: float
     self_host_usd_per_million_at_capacity: float
     api_usd_per_million: float
+    fixed_usd_per_month: float  # paid whatever the load
+    load_usd_per_month_at_capacity: float  # grows in proportion to the load (power)
+    load_share: float | None  # tokens_per_month / capacity
     message: str
 
 
 def self_host_vs_api(throughput_tokens_per_s: float, monthly_cost_usd: float,
-                     api_usd_per_million_tokens: float) -> SelfHostVsApi:
-    """Tokens a month at which a self-hosted deployment costs the same per token as an API.
+                     api_usd_per_million_tokens: float, *,
+                     load_usd_per_month_at_capacity: float = 0.0) -> SelfHostVsApi:
+    """Tokens a month at which a self-hosted deployment costs the same as an API.
 
-    Derivation. A deployment costing M $/month whatever it serves, and able to serve at most
-    S tokens/s, serves T tokens a month (T <= capacity = S x 2,630,016 s). Its cost per token
-    is M / T; the API's is p / 1e6 (p in $ per million tokens). Equal when
-        M / T = p / 1e6  <=>  T* = M x 1e6 / p.
-    Above T* self-hosting is cheaper per token. T* exists only if T* <= capacity, i.e. the
+    Derivation. A deployment able to serve at most S tokens/s has a capacity of
+    C = S x 2,630,016 s tokens a month. Serving T = x C tokens (load share 0 < x <= 1) costs
+    F + x V a month: F (monthly_cost_usd) is paid whatever the load (capex, facility,
+    operations); V (load_usd_per_month_at_capacity) is what grows with the load, power, at
+    full load. The API charges p $ per million tokens: x C p / 1e6. Equal when
+        F + x V = x C p / 1e6  <=>  x* = F / (C p / 1e6 - V),  T* = x* C.
+    Above T* self-hosting is cheaper. T* exists only if C p / 1e6 > V and x* <= 1, i.e. the
     deployment at full load costs no more per million tokens than the API:
-    M x 1e6 / capacity <= p. Otherwise (or with p = 0) the API is always cheaper.
+    (F + V) x 1e6 / C <= p. Otherwise (or with p = 0) the API is always cheaper.
     """
     s = _number("throughput_tokens_per_s", throughput_tokens_per_s, gt=0)
     m = _number("monthly_cost_usd", monthly_cost_usd, ge=0)
+    v = _number("load_usd_per_month_at_capacity", load_usd_per_month_at_capacity, ge=0)
     p = _number("api_usd_per_million_tokens", api_usd_per_million_tokens, ge=0)
     capacity = s * SECONDS_PER_MONTH
-    at_capacity = m * 1e6 / capacity
-    if p == 0 or m * 1e6 / p > capacity:
-        return SelfHostVsApi(None, capacity, at_capacity, p,
-                             f"never: even at full load ({capacity:,.4g} tokens/month) "
-                             f"self-hosting costs ${at_capacity:.4g} per million tokens, "
-                             f"more than the API's ${format_usd_rate(p)}")
-    tokens = m * 1e6 / p
-    return SelfHostVsApi(tokens, capacity, at_capacity, p,
-                         f"self-hosting is cheaper above {tokens:,.4g} tokens/month "
-                         f"({tokens / capacity:.1%} of its capacity)")
+    at_capacity = (m + v) * 1e6 / capacity
+    api_at_capacity = capacity * p / 1e6
+    if p == 0 or m + v > api_at_capacity:
+        return SelfHostVsApi(None, capacity, at_capacity, p, m, v, None,
+                             f"never: even at full load ({tokens_text(capacity)} tokens/month) "
+                             f"self-hosting costs ${usd_per_million_text(at_capacity)} per "
+                             f"million tokens, more than the API's "
+                             f"${usd_per_million_text(p)}")
+    share = m / (api_at_capacity - v) if m else 0.0
+    tokens = share * capacity
+    return SelfHostVsApi(tokens, capacity, at_capacity, p, m, v, share,
+                         f"self-hosting is cheaper above {tokens_text(tokens)} tokens/month "
+                         f"({share:.1%} of its capacity)")
+
+
+def server_vs_api(server_name: str, throughput_tokens_per_s: float,
+                  api_usd_per_million_tokens: float, **onprem_kwargs) -> SelfHostVsApi:
+    """self_host_vs_api for one owned server (onprem_cost arguments but utilization): the
+    fixed cost is capex + facility + operations, and the power at full load (u = 1) is the
+    part that grows with the load, in proportion (power = ... x u, module docstring). The
+    utilization the cost per GPU-hour assumes plays no part: the load is what is solved for.
+    """
+    full = onprem_cost(server_name, 1.0, **onprem_kwargs)
+    power = math.fsum(i.usd for i in full.items if i.name == "power")
+    return self_host_vs_api(throughput_tokens_per_s, (full.usd_per_year - power) / 12,
+                            api_usd_per_million_tokens,
+                            load_usd_per_month_at_capacity=power / 12)

@@ -14,7 +14,8 @@ from infraplan.units import GIGA, GiB, TERA, format_count
 
 
 def gpus() -> tuple[list[str], list[list], list[dict]]:
-    headers = ["name", "memory GiB", "HBM TB/s", "16-bit TFLOP/s", "fp8 TFLOP/s", "TDP W",
+    headers = ["name", "memory GiB", "HBM TB/s", "16-bit dense TFLOP/s",
+               "fp8 dense TFLOP/s", "TDP W",
                "scale-up link", "GB/s/dir", "form"]
     rows, data = [], []
     for a in load_catalog().accelerators:
@@ -216,8 +217,36 @@ def sibling_offers(name: str) -> str:
             + "; list one with --gpu NAME")
 
 
+def servers() -> tuple[list[str], list[list], list[dict]]:
+    """The servers `infraplan tco` prices (catalog/data/onprem.yaml)."""
+    from infraplan.economics.tco import load_onprem
+
+    headers = ["name", "accelerator", "GPUs", "price $", "system power W", "estimate",
+               "retrieved"]
+    rows, data = [], []
+    for s in load_onprem().servers:
+        rows.append([s.name, s.accelerator, s.gpus_per_server, f"{s.price_usd:,.0f}",
+                     f"{s.system_power_w:,.0f}", "yes" if s.estimate else "", s.retrieved])
+        data.append(s.model_dump(mode="json"))
+    return headers, rows, data
+
+
+def regions() -> tuple[list[str], list[list], list[dict]]:
+    """The electricity prices `infraplan tco --region` names (catalog/data/onprem.yaml)."""
+    from infraplan.economics.tco import load_onprem
+
+    headers = ["name", "aliases", "$/kWh", "year", "estimate", "retrieved"]
+    rows, data = [], []
+    for e in load_onprem().electricity:
+        rows.append([e.name, ", ".join(e.aliases) or "-", f"{e.usd_per_kwh:.4f}", e.year,
+                     "yes" if e.estimate else "", e.retrieved])
+        data.append(e.model_dump(mode="json"))
+    return headers, rows, data
+
+
 LISTINGS = {"gpus": gpus, "models": models, "systems": systems, "networks": networks,
-            "storage": storage, "engines": engines, "offers": offers, "prices": offers}
+            "storage": storage, "engines": engines, "offers": offers, "prices": offers,
+            "servers": servers, "regions": regions}
 # lines under a listing's table, from the rows it shows
 FOOTNOTES = {"storage": storage_footnotes, "offers": offers_footnotes,
              "prices": offers_footnotes}

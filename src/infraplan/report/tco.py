@@ -3,26 +3,64 @@ break-evens against renting and against a per-token API."""
 
 from __future__ import annotations
 
+import textwrap
+
 from infraplan.report.terminal import table
-from infraplan.units import format_usd_rate
+from infraplan.units import format_figure
+
+WIDTH = 100
 
 
-def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = None
-               ) -> str:
-    lines = [f"{own.server}: {own.gpus} GPUs bought for ${own.capex_usd:,.0f}, amortised "
-             f"over {own.amortization_years:g} years, {own.utilization:.0%} utilised", "",
-             table(["per year", "USD", "how"],
-                   [[i.name, f"${i.usd:,.0f}", i.formula] for i in own.items],
-                   align_right=[1]),
-             "",
-             f"${own.usd_per_year:,.0f} a year over {own.gpu_hours_per_year:,.0f} used "
-             f"GPU-hours: ${own.usd_per_gpu_hour:,.2f} per GPU-hour"]
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=WIDTH, subsequent_indent="  ")
+
+
+def _price_lines(own) -> list[str]:
+    """'price: $270,000 a server (estimate: ...; set --price-usd-per-server ...)' and its
+    source, so that an analyst's estimate does not read as a quote."""
+    price = own.price
+    if price.retrieved is None:
+        return [f"price: ${price.usd:,.0f} a server (given with --price-usd-per-server)"]
+    why = price.notes.split(". ")[0].rstrip(".") if price.notes else price.source
+    kind = f"estimate: {why}" if price.estimate else "catalog price"
+    return [_wrap(f"price: ${price.usd:,.0f} a server ({kind}; set --price-usd-per-server "
+                  "for your quote)"),
+            _wrap(f"  source: {price.source} (retrieved {price.retrieved})")]
+
+
+def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = None,
+               set_flags: dict[str, float] | None = None) -> str:
+    from infraplan.economics.tco import EXCLUDED, usd_per_million_text
+
+    lines = [f"{own.server}: {own.gpus} GPUs, amortised over {own.amortization_years:g} "
+             f"years, {own.utilization:.0%} utilised", *_price_lines(own)]
+    if set_flags:
+        lines.append(_wrap("set on the command line: " + ", ".join(
+            f"{flag} {format_figure(value)}" for flag, value in set_flags.items())))
+    lines += ["", table(["per year", "USD", "how"],
+                        [[i.name, f"${i.usd:,.0f}", i.formula] for i in own.items],
+                        align_right=[1]),
+              "",
+              f"${own.usd_per_year:,.0f} a year over {own.gpu_hours_per_year:,.0f} used "
+              f"GPU-hours: ${own.usd_per_gpu_hour:,.2f} per GPU-hour",
+              _wrap(f"not included: {EXCLUDED}")]
     if rent is not None:
-        per_gpu = "" if rent.gpu_hours is None else \
-            f"; {rent.gpu_hours / own.gpus:,.0f} GPU-hours per GPU"
-        lines.append(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
-                     f"{rent.message}{per_gpu}")
+        lines.append(_wrap(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
+                           f"{_rent_verdict(own, rent)}"))
     if api is not None:
-        lines.append(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} per "
-                     f"million tokens: {api.message}")
+        lines.append(_wrap(f"self-host vs API at ${usd_per_million_text(api.api_usd_per_million)}"
+                           f" per million tokens: {api.message}"))
     return "\n".join(lines)
+
+
+def _rent_verdict(own, rent) -> str:
+    per_gpu = "" if rent.gpu_hours is None else \
+        f"; {rent.gpu_hours / own.gpus:,.0f} GPU-hours per GPU"
+    return rent.message + per_gpu
+
+
+def tco_headline(own, rent=None, api=None) -> str:
+    """--quiet: the cost per GPU-hour and each verdict asked for."""
+    return "; ".join([f"${own.usd_per_gpu_hour:,.2f} per GPU-hour owned",
+                      *([f"rent: {rent.message}"] if rent else []),
+                      *([f"API: {api.message}"] if api else [])])
