@@ -115,3 +115,15 @@ def test_the_fp8_weight_cache_covers_the_decoder_gemms_only(capsys):
     weights = json.loads(out)["weights_bytes"]
     assert weights == pytest.approx(2 * counts.total + 2 * layers_gemm, abs=1)
     assert weights / GiB == pytest.approx(27.96, abs=0.01)
+
+
+def test_the_report_of_a_memory_scenario_states_the_job(tmp_path, capsys):
+    """The HTML left out the sequence length, precision, optimizer and fine-tune method that
+    the terminal's 'job:' line gives."""
+    _, out, _ = run(capsys, "memory", QLORA)
+    job = next(line for line in out.splitlines() if line.startswith("job: "))[5:]
+    assert job == "seq 4,096, 16 micro-batch(es) per step, bf16, adamw, qlora rank 64, fused " \
+        "kernels"
+    page = tmp_path / "r.html"
+    run(capsys, "report", QLORA, "-o", str(page))
+    assert job in page.read_text()

@@ -231,7 +231,10 @@ def test_memory_form(browser, live_server):
      "finetune"),
     # no single change fits: the button sets both knobs of the pair
     (dict(FITS, zero=0, cp=8, seq_len=131072), "recompute"),
-], ids=["dp", "sequence-parallel", "adamw-8bit", "qlora", "pair"])
+    (dict(FITS, kernels="eager", recompute="full", seq_len=32768), "kernels"),
+    (dict(FITS, recompute="full", recompute_fraction=0.1, seq_len=32768),
+     "recompute_fraction"),
+], ids=["dp", "sequence-parallel", "adamw-8bit", "qlora", "pair", "fused", "whole-recompute"])
 def test_each_fix_button_sets_the_plan_it_names(client, body, knob):
     """Posting the form with a fix's fields gives the plan the fix was priced on."""
     answer = client.post("/api/memory", json=body).json()

@@ -40,8 +40,9 @@ def in_scenario_terms(change: str) -> str:
 
 
 # The knobs a fix can change, where the report keeps them; the form names them alike
-FIX_KNOBS = (("plan", ("tp", "pp", "dp", "zero", "recompute", "sequence_parallel",
-                       "micro_batch")), ("options", ("finetune", "optimizer")))
+FIX_KNOBS = (("plan", ("tp", "pp", "dp", "zero", "recompute", "recompute_fraction",
+                       "sequence_parallel", "micro_batch")),
+             ("options", ("finetune", "optimizer", "kernels")))
 
 
 def fix_fields(before, after) -> dict[str, str]:
@@ -52,7 +53,8 @@ def fix_fields(before, after) -> dict[str, str]:
         for name in names:
             value = getattr(getattr(after, where), name)
             if value != getattr(getattr(before, where), name):
-                changed[name] = str(value).lower() if isinstance(value, bool) else str(value)
+                changed[name] = (str(value).lower() if isinstance(value, bool) else
+                                 f"{value:g}" if isinstance(value, float) else str(value))
     return changed
 
 
@@ -92,6 +94,7 @@ def memory_document(check, *, phrase: Callable[[str], str] = in_form_terms, titl
         item("headroom", r.headroom_bytes, spare),
         item("accelerators", plan.num_gpus, label),
         item("parallel layout", plan.describe(), plan.describe()),
+        item("job", r.job_summary(), r.job_summary()),
         item("parameters", r.params_total, f"{r.params_total:,}" + (
             f" ({r.params_active:,} active)" if r.params_active != r.params_total else "")),
         item("parameters per accelerator before ZeRO sharding", r.params_per_gpu,

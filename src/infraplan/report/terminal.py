@@ -44,15 +44,11 @@ def memory_report(check) -> str:
     """The per-accelerator memory breakdown of a fit check's plan, whether it fits, and the
     fixes it found (training.fit_check.FitCheck)."""
     report, fixes, min_gpus = check.report, check.fixes, check.min_gpus_for_model_states
-    plan, options = report.plan, report.options
+    plan = report.plan
     lines = [
         f"{report.model} on {plan.num_gpus} x {report.accelerator}",
         f"plan: {plan.describe()}",
-        f"job: seq {options.seq_len:,}, {report.num_microbatches:,} micro-batch(es) per step, "
-        f"{options.precision}, {options.optimizer}"
-        + (f", grads {options.grad_dtype}" if options.grad_dtype else "")
-        + (f", {options.finetune} rank {options.lora_rank}" if options.finetune != "full"
-           else "") + f", {options.kernels} kernels",
+        f"job: {report.job_summary()}",
         f"params: {format_count(report.params_total)} total, "
         f"{format_count(report.params_active)} active; "
         f"{format_count(report.params_per_gpu)} per accelerator before ZeRO sharding, "

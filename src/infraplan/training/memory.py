@@ -54,6 +54,16 @@ class MemoryReport:
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.total_bytes
 
+    def job_summary(self) -> str:
+        """The job the memory is for, in a line: 'seq 4,096, 16 micro-batch(es) per step,
+        bf16, adamw, qlora rank 64, fused kernels'."""
+        o = self.options
+        return (f"seq {o.seq_len:,}, {self.num_microbatches:,} micro-batch(es) per step, "
+                f"{o.precision}, {o.optimizer}"
+                + (f", grads {o.grad_dtype}" if o.grad_dtype else "")
+                + (f", {o.finetune} rank {o.lora_rank}" if o.finetune != "full" else "")
+                + f", {o.kernels} kernels")
+
     def overhead_items(self) -> list[tuple[str, float]]:
         """The overhead's parts in words, the runtime's context named after the chip's
         vendor (the catalog's figure is a CUDA context's; a TPU's is no 'cuda context')."""
