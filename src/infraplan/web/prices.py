@@ -53,7 +53,8 @@ def _price(item: str, text: Any) -> float:
 def _items(value: float | str | dict[str, Any]) -> list[tuple[str | None, Any, str]]:
     """(name or None for every accelerator, price, the item as the user wrote it)."""
     if isinstance(value, dict):
-        return [(k, v, f"{k}={v}") for k, v in value.items()]
+        return [(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan,
+                 f"{k}={v}") for k, v in value.items()]
     if not isinstance(value, str):
         return [(None, value, format_usd_rate(value))]
     text = value.strip()
