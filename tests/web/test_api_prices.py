@@ -112,6 +112,7 @@ def test_serving_takes_reserved_pricing_and_says_what_it_needs(client):
     ("0", f"prices: '0': {OUT_OF_RANGE}"),
     ("h100=-2", f"prices: 'h100=-2': {OUT_OF_RANGE}"),
     ("a100=1e9", f"prices: 'a100=1e9': {OUT_OF_RANGE}"),
+    ("h100=1e400", f"prices: 'h100=1e400': {OUT_OF_RANGE}"),  # inf: the page says the same
     ("h10O=2.5", "prices: 'h10O=2.5': unknown accelerator 'h10O'; did you mean "
                  "'h100-sxm5-80gb'? To fix: name an accelerator of the list (or its alias)"),
     ("l40s=0.8", "prices: 'l40s=0.8': l40s is not among the accelerators chosen "
@@ -122,8 +123,10 @@ def test_serving_takes_reserved_pricing_and_says_what_it_needs(client):
     ({"h100": "2"}, "prices: 'h100=2' is not a price. To fix: " + FORMS),
     (True, "prices: must be one number for every accelerator (2.50) or name=price pairs "
            "(h100=2.50, a100=1.60), in USD per GPU-hour (got true)"),
-], ids=["word", "no-equals", "bare-name", "word-price", "nan", "zero", "negative", "huge",
-        "typo", "not-chosen", "alias-twice", "string-in-object", "bool"])
+    ("2," * 300, "prices: has 600 characters: at most 500 (a price per accelerator compared) "
+                 '(got "2,2,2,2,2,2,2,2,2,2,2,2,2,2,2...)'),
+], ids=["word", "no-equals", "bare-name", "word-price", "nan", "zero", "negative", "huge", "inf",
+        "typo", "not-chosen", "alias-twice", "string-in-object", "bool", "too-long"])
 def test_bad_prices_are_one_422_naming_the_field_and_the_fix(client, prices, detail):
     r = client.post("/api/plan/train", json=dict(TRAIN_BODY, prices=prices))
     assert r.status_code == 422, r.text

@@ -23,6 +23,7 @@ from infraplan.units import format_usd_rate
 FORMS = "one number for every accelerator (2.50) or name=price pairs (h100=2.50, a100=1.60)"
 # a decimal number as people write prices (no 'nan', 'inf', '1_000'); the page's the same
 NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+MAX_CHARS = 500  # characters of the field, or pairs of an object
 PAIR = re.compile(rf"\s*([^=\s][^=]*?)\s*=\s*({NUMBER})\s*")
 
 
@@ -30,6 +31,10 @@ def _loose(value: Any) -> Any:
     """A JSON number, text or an object of numbers; anything else (true, a list) refused."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, dict)):
         raise ValueError(f"must be {FORMS}, in USD per GPU-hour")
+    if isinstance(value, (str, dict)) and len(value) > MAX_CHARS:
+        what = "characters" if isinstance(value, str) else "pairs"
+        raise ValueError(f"has {len(value):,} {what}: at most {MAX_CHARS} (a price per "
+                         "accelerator compared)")
     return value
 
 
@@ -40,7 +45,7 @@ def _price(item: str, text: Any) -> float:
     """A price of the field: a finite number above 0, at most the library's cap."""
     number = isinstance(text, (int, float)) and not isinstance(text, bool)
     price = float(text) if number or re.fullmatch(NUMBER, str(text)) else math.nan
-    if not math.isfinite(price):
+    if math.isnan(price):  # 1e400 reads as inf: above the cap, as the page says
         raise InputError(f"prices: {item!r} is not a price", fix=f"give USD per GPU-hour, "
                          f"{FORMS}")
     if price <= 0 or price > MAX_USD_PER_GPU_HOUR:
