@@ -19,11 +19,13 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field, StrictBool
 
 from infraplan.catalog import load_catalog
+from infraplan.economics.spec import Pricing
 from infraplan.errors import InputError
 from infraplan.serving.quantization import CHECKPOINT_FORMAT, SERVING_WEIGHT_DTYPES
 from infraplan.workloads import PRECISION_DEFAULT, OptimizerName, Precision
 from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
+from infraplan.web.prices import FORMS, PricesIn, form_prices
 
 MAX_ACCELERATORS = 3  # accelerator types compared in one search
 MAX_GPUS = 4096  # largest GPU count a training search may consider
@@ -73,6 +75,8 @@ class TrainRequest(ModelPick):
                                 description="storage tier the data is read from")
     deadline_days: Number | None = Field(default=None, gt=0, le=1e5)
     budget_gpu_hours: Number | None = Field(default=None, gt=0, le=1e12)
+    pricing: Pricing = "on_demand"
+    prices: PricesIn = Field(default=None, description=f"USD per GPU-hour: {FORMS}")
     top: Count = Field(default=5, ge=1, le=20, description="plans to show")
 
 
@@ -121,7 +125,8 @@ class _Serve(ModelPick):
     traffic: TrafficIn = TrafficIn()
     slo: SloIn = SloIn()
     engine: str = Field(default="vllm", max_length=100)
-    pricing: Literal["on_demand", "spot"] = "on_demand"
+    pricing: Pricing = "on_demand"
+    prices: PricesIn = Field(default=None, description=f"USD per GPU-hour: {FORMS}")
     seed: Count = Field(default=0, ge=0, le=2**31 - 1)
 
 
@@ -164,12 +169,17 @@ class InspectRequest(In):
 # (pattern, replacement) rewrites them in the request's terms.
 _CATALOG_TERMS = ((r"run 'infraplan catalog (\w+)' to list \w+", r"pick one from /api/catalog/\1"),
                   (r"'infraplan catalog (\w+)'", r"/api/catalog/\1"))
-_TRAIN_TERMS = ((r"or set counts\b", "or lower count_step"),
+# a price's source in the form's terms: the user's price is not a scenario's
+_PRICE_TERMS = ((r"the scenario(?:'|&#x27;)s price", "your price (prices)"),
+                # the library's 'prices: {h100-sxm5-80gb: 2.50}' is the field's h100...=2.50
+                (r"(?:in the scenario: )?prices: \{([\w.-]+): ([\d.]+|\.\.\.)\}",
+                 r"prices (\1=\2)"))
+_TRAIN_TERMS = (*_PRICE_TERMS, (r"or set counts\b", "or lower count_step"),
                 (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"),
                 # the form has no list of counts: min_count..max_count in steps of count_step
                 (r"\(hardware\.counts(, or count_step)?\)", "(min_count, max_count or "
                                                           "count_step)"))
-_SERVE_TERMS = (
+_SERVE_TERMS = (*_PRICE_TERMS,
     (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
     (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
     (r"\btraffic\.(input|output)\.sigma\b", r"traffic.\1_sigma"),
@@ -278,7 +288,8 @@ def plan_train(req: TrainRequest) -> PlanResponse:
            "hardware": {"gpus": gpus, "min_count": req.min_count, "max_count": req.max_count,
                         "count_step": req.count_step},
            "constraints": {"deadline_days": req.deadline_days,
-                           "budget_gpu_hours": req.budget_gpu_hours}, "top": req.top}
+                           "budget_gpu_hours": req.budget_gpu_hours}, "top": req.top,
+           "pricing": req.pricing, "prices": form_prices(req.prices, gpus)}
     scenario = parse_spec(raw, TrainScenario, "request")
     choices = len(knobs_for(scenario, gpus[0]).gpus) * len(gpus)
     if choices > MAX_COUNT_CHOICES:
@@ -302,13 +313,14 @@ def _model(req) -> tuple[str, Any]:
     return arch.name, arch
 
 
-def _serve_scenario(req: _Serve, extra: dict):
+def _serve_scenario(req: _Serve, extra: dict, gpus: list[str]):
     from infraplan.serving.scenario import ServeScenario
 
     model, _ = _model(req)
     raw = {"name": f"{model} serving", "model": model,
            "traffic": req.traffic.spec(), "slo": req.slo.model_dump(exclude_none=True),
-           "pricing": req.pricing, "seed": req.seed, **extra}
+           "pricing": req.pricing, "prices": form_prices(req.prices, gpus), "seed": req.seed,
+           **extra}
     return ServeScenario.model_validate(raw)
 
 
@@ -322,7 +334,7 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
                   "replicas": req.replicas, "weight_dtype": req.weight_dtype,
                   "kv_dtype": req.kv_dtype, "engine": catalog_name("engine", req.engine)}
     scenario = _serve_scenario(req, {"deployment": {k: v for k, v in deployment.items()
-                                                    if v is not None}})
+                                                    if v is not None}}, [deployment["gpu"]])
     doc = serving_document(scenario, plan=False, sweep=req.sweep,
                            sweep_requests=SWEEP_REQUESTS, arch=_model(req)[1])
     return _respond(doc["simulation"], doc)
@@ -345,7 +357,7 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
               "tp": sorted(set(req.tp)), "weight_dtypes": list(dict.fromkeys(req.weight_dtypes)),
               "kv_dtypes": list(dict.fromkeys(req.kv_dtypes)),
               "engine": catalog_name("engine", req.engine), "max_replicas": req.max_replicas}
-    scenario = _serve_scenario(req, {"search": search})
+    scenario = _serve_scenario(req, {"search": search}, search["gpus"])
     doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS,
                            arch=_model(req)[1])
     return _respond(doc["plan"], doc)

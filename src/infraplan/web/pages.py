@@ -100,6 +100,17 @@ def _select(name: str, label: str, options=(), *, typ: str = "str", catalog: str
             f"{opts}</select></label>")
 
 
+# what a GPU-hour costs: a catalog offer for the pricing, or the user's own price
+PRICING = (("on_demand", "on demand"), ("spot", "spot"), ("reserved-1y", "reserved 1 year"),
+           ("reserved-3y", "reserved 3 years"))
+PRICE_FIELDS = (_select("pricing", "pricing", PRICING, default="on_demand")
+                + _field("prices", "price ($ per GPU-hour)", kind="text", typ="prices",
+                         placeholder="cheapest offer",
+                         hint="one number for every accelerator (2.50) or name=price pairs "
+                              "(h100=2.50, a100=1.60); empty: the catalog's cheapest offer "
+                              "for the pricing"))
+
+
 def _page(title: str, body: str) -> HTMLResponse:
     return HTMLResponse(f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -219,6 +230,7 @@ def train() -> HTMLResponse:
         _field("count_step", "GPU count step (default: a node)", "", typ="int", step="1"),
         _select("storage", "training data tier", [("", "none (no data-loading check)")],
                 catalog="storage"),
+        PRICE_FIELDS,
         "<fieldset>Constraints</fieldset>",
         _field("deadline_days", "deadline (days)", ""),
         _field("budget_gpu_hours", "budget (GPU-hours)", ""),
@@ -261,8 +273,7 @@ def serve() -> HTMLResponse:
                 [("", "checkpoint's own (default)"), *dtypes], mode="simulate"),
         _select("kv_dtype", "KV-cache format", kv, mode="simulate"),
         _select("engine", "engine", catalog="engines", default="vllm"),
-        _select("pricing", "pricing", [("on_demand", "on demand"), ("spot", "spot")],
-                default="on_demand"),
+        PRICE_FIELDS,
         "<fieldset>Traffic</fieldset>",
         _select("arrival", "arrivals", [("poisson", "Poisson"), ("gamma", "gamma (bursty)"),
                                         ("offline", "offline batch")], group="traffic",

@@ -159,6 +159,7 @@
           : 'the ' + names.length + ' choices; pick one in the list');
     }
     if (!text.trim()) { return ''; }
+    if (type === 'prices') { return pricesProblem(label, text); }
     if (type === 'int' || type === 'float' || type === 'list-int') {
       var whole = type !== 'float';
       var wrong = parts.filter(function (p) {
@@ -175,6 +176,61 @@
     if (type === 'list' && parts.some(function (p) { return !p.trim(); })) {
       return label + ": '" + text + "' has an empty item; separate names with one comma, " +
         'e.g. ' + (el.placeholder || 'a,b');
+    }
+    return '';
+  }
+  // the price field (web/prices.py, which words the same checks the same way): one number
+  // for every accelerator chosen, or name=price pairs naming some of them
+  var NUMBER = '[+-]?(?:\\d+\\.?\\d*|\\.\\d+)(?:[eE][+-]?\\d+)?';
+  var PRICE_FORMS = 'one number for every accelerator (2.50) or name=price pairs ' +
+    '(h100=2.50, a100=1.60)';
+  function withFix(message, fix) {
+    return message + (/[?.!]$/.test(message) ? ' ' : '. ') + 'To fix: ' + fix;
+  }
+  function pricesProblem(label, text) {
+    var accel = fields().filter(function (f) {
+      return f.getAttribute('data-catalog') === 'gpus' && active(f);
+    })[0];
+    var names = accel && accel.catalogNames || {};
+    var chosen = accel ? [].concat(values(accel)) : [];
+    var t = text.trim();
+    var single = new RegExp('^' + NUMBER + '$').test(t);
+    var parts = single ? [t] : t.split(',').filter(
+      function (p) { return p.trim(); });
+    var pair = new RegExp('^\\s*([^=\\s][^=]*?)\\s*=\\s*(' + NUMBER + ')\\s*$');
+    var seen = {};
+    for (var i = 0; i < parts.length; i++) {
+      var item = parts[i].trim();
+      var m = single ? [t, null, t] : pair.exec(parts[i]);
+      if (!m) {
+        return withFix(label + ": '" + item + "' is not a price or a name=price pair",
+                       'give USD per GPU-hour, ' + PRICE_FORMS);
+      }
+      var price = Number(m[2]);
+      if (!(price > 0 && price <= 1000)) {
+        return withFix(label + ": '" + item + "': a price is above $0 and at most $1,000 " +
+                       'per GPU-hour', 'give the USD you pay per GPU-hour, e.g. 2.50');
+      }
+      if (m[1] === null) { return ''; }
+      var name = names[m[1].toLowerCase()];
+      if (!name) {
+        var near = closest(m[1], Object.keys(names));
+        var rows = choicesOf(accel || {options: []}).sort();
+        return withFix(label + ": '" + item + "': unknown accelerator '" + m[1] + "'; " +
+          (near ? "did you mean '" + names[near] + "'?" : 'valid choices: ' +
+            rows.slice(0, 12).join(', ') + (rows.length > 12 ? ', ...' : '')),
+          'name an accelerator of the list (or its alias)');
+      }
+      if (chosen.length && chosen.indexOf(name) < 0) {
+        return withFix(label + ": '" + item + "': " + name + ' is not among the ' +
+                       'accelerators chosen (' + chosen.join(', ') + ')',
+                       'pick ' + name + ' in the accelerators too, or drop its price');
+      }
+      if (seen[name]) {
+        return withFix(label + ": '" + seen[name] + "' and '" + item + "' price the same " +
+                       'accelerator (' + name + ')', 'keep one of them');
+      }
+      seen[name] = item;
     }
     return '';
   }
