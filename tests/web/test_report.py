@@ -502,7 +502,8 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
                                                       "reserved + spot burst"]
         # the means are labelled as means, and a paragraph says what p50 and p90 are
-        assert strategies["columns"][-2:] == ["interruptions mean", "preemptions mean"]
+        assert strategies["columns"][7:] == ["interruptions mean", "preemptions mean",
+                                             "reserved term, committed"]
         assert "P50: the median trial; p90: 1 trial in 10 runs longer or costs more; " \
             "interruptions (failures and preemptions) and preemptions: means over the " \
             "trials." in section["paragraphs"]

@@ -171,7 +171,7 @@ def _strategies(sim, best=None, cost=None) -> tuple[list[dict], list[str]]:
     under += _reconciliation(sim, best, cost) if best is not None else []
     others = [n for n in sim.notes if n not in under]
     notes = [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in under]
-    return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim), notes)], [
+    return [table(title, run_view.strategy_columns(sim), run_view.strategy_rows(sim), notes)], [
         run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
         *run_view.against_on_demand(sim), *run_view.interval_lines(sim),
         *[n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in others],

@@ -49,8 +49,16 @@ COLUMNS_LINE = ("p50: the median trial; p90: 1 trial in 10 runs longer or costs 
                 "trials")
 
 
+TERM_COLUMN = "reserved term, committed"  # only when a strategy reserves GPUs
+
+
+def strategy_columns(sim) -> list[str]:
+    """STRATEGY_COLUMNS, and the reserved GPUs' whole-term commitment when there is one."""
+    return STRATEGY_COLUMNS + [TERM_COLUMN] * (sim.term is not None)
+
+
 def strategy_rows(sim) -> list[list[str]]:
-    """One row per pricing strategy of a RunSimulation, under STRATEGY_COLUMNS."""
+    """One row per pricing strategy of a RunSimulation, under strategy_columns(sim)."""
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
         rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
@@ -58,6 +66,10 @@ def strategy_rows(sim) -> list[list[str]]:
                      f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
+        if sim.term is not None:
+            t = sim.term
+            rows[-1].append(f"${t.committed_usd:,.0f} ({t.years} y, {t.reserved_gpus} GPUs)"
+                            if key == "reserved_plus_spot" else "-")
     return rows
 
 
@@ -90,9 +102,23 @@ def against_on_demand(sim) -> list[str]:
             saving = 1 - d.cost_usd.mean / base.cost_usd.mean
             longer = d.wall_s.mean / base.wall_s.mean - 1
             money = f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer"
-            lines.append(f"{LABELS[key]}: {money} than on-demand (mean), "
-                         f"{longer:+.1%} wall time")
+            line = f"{LABELS[key]}: {money} than on-demand (mean), {longer:+.1%} wall time"
+            if key == "reserved_plus_spot" and sim.term is not None:
+                line += _term_clause(sim.term, base.cost_usd.mean)
+            lines.append(line)
     return lines
+
+
+def _term_clause(t, on_demand_usd: float) -> str:
+    """The reserved strategy's saving counts only the run's hours of the reservation: say
+    what it leaves out and what the strategy costs with the whole term (Commitment)."""
+    with_term = t.with_term_usd.mean
+    ratio = with_term / on_demand_usd
+    compared = (f"{ratio:,.1f} x on-demand's ${on_demand_usd:,.0f}" if ratio >= 1 else
+                f"{1 - ratio:.0%} cheaper than on-demand's ${on_demand_usd:,.0f}")
+    return (f", excluding the ${t.committed_usd:,.0f} commitment, which pays only if the "
+            f"{t.reserved_gpus} reserved GPUs are used for the rest of the {t.years}-year "
+            f"term; counting it, ${with_term:,.0f} (mean), {compared}")
 
 
 def interval_lines(sim) -> list[str]:
@@ -124,8 +150,8 @@ def run_report(name: str, sim) -> str:
     lines += ["  " + line for line in price_lines(sim)]
     lines += spot_lines(sim)
     lines.append("")
-    lines.append(table(STRATEGY_COLUMNS, strategy_rows(sim),
-                       align_right=[2, 3, 4, 5, 6, 7, 8]))
+    lines.append(table(strategy_columns(sim), strategy_rows(sim),
+                       align_right=[2, 3, 4, 5, 6, 7, 8, 9]))
     lines.append(COLUMNS_LINE)
     lines += against_on_demand(sim)
     lines += interval_lines(sim)

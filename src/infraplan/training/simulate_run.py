@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import StorageTier
 from infraplan.economics.instances import rent, training_footprint
@@ -35,6 +37,7 @@ from infraplan.reliability.checkpoint import (
 )
 from infraplan.reliability.failures import HOUR_S, FailureModel
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
+from infraplan.reliability.outcomes import Stat
 from infraplan.reliability.run_spec import spot_provider
 from infraplan.reliability.spot import MONTH_S
 from infraplan.training.evaluate import PlanResult, evaluate_plan
@@ -84,6 +87,30 @@ def run_setup(scenario, plan: PlanResult, arch=None) -> RunSetup:
 
 
 @dataclass(frozen=True)
+class Commitment:
+    """What reserving the reserved GPUs commits to, beside the strategy's cost over the run:
+        committed_usd = reserved_gpus x usd_per_gpu_hour x years x 8,766.72 h
+    and, per trial, the strategy's cost counting the whole term instead of the hours used:
+        with_term_usd = cost_usd - reserved_gpus x usd_per_gpu_hour x min(wall, term)
+                        + committed_usd
+    (the run's own reserved hours are part of the term; a run longer than the term bills
+    its excess at the reserved price). with_term_usd is what the strategy costs unless the
+    reserved GPUs do other paid work for the rest of the term."""
+
+    reserved_gpus: int
+    years: int
+    usd_per_gpu_hour: float
+    committed_usd: float
+    with_term_usd: Stat
+
+    def to_json(self) -> dict:
+        s = self.with_term_usd
+        return {"reserved_gpus": self.reserved_gpus, "term_years": self.years,
+                "usd_per_gpu_hour": self.usd_per_gpu_hour, "committed_usd": self.committed_usd,
+                "cost_with_term_usd": {"p50": s.p50, "p90": s.p90, "mean": s.mean}}
+
+
+@dataclass(frozen=True)
 class RunSimulation:
     plan: PlanResult
     setup: RunSetup
@@ -94,6 +121,7 @@ class RunSimulation:
     reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
     spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
     commitment: str = ""  # the reserved GPUs' term beside the run's share of it (_commitment)
+    term: Commitment | None = None  # the reserved GPUs' whole term, in dollars (_commitment)
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -159,6 +187,7 @@ class RunSimulation:
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
                 "price_sources": self.price_sources, "spot": self.spot_terms,
                 "strategies": out,
+                "commitment": self.term.to_json() if self.term else None,
                 "notes": self.notes}
 
 
@@ -194,26 +223,38 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      reserved_usd_per_gpu_hour=prices.get("reserved"),
                                      optimise_interval=run.optimise_interval,
                                      trials=run.trials, seed=run.seed)
-    commitment = _commitment(scenario, sources["reserved"], reserved_gpus, prices["reserved"],
-                             results["reserved_plus_spot"]) if reserved_gpus else ""
+    commitment, term = _commitment(scenario, sources["reserved"], reserved_gpus,
+                                   prices["reserved"], results["reserved_plus_spot"]) \
+        if reserved_gpus else ("", None)
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
                          reserved_notes=tuple(reserved_notes), spot_terms=spot_terms,
-                         commitment=commitment)
+                         commitment=commitment, term=term)
 
 
-def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run) -> str:
+def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run
+                ) -> tuple[str, Commitment]:
     """The reserved GPUs' term beside the run's share of it (spec.commitment_note): the
-    strategy's cost counts only the hours the run holds them. The term is the scenario's
-    pricing when its prices: gave the reserved price, else a year (the catalog's offer is
-    reserved-1y; run.reserved.usd_per_gpu_hour names no term, so one year is assumed)."""
+    strategy's cost counts only the hours the run holds them; and the term in dollars
+    (Commitment). The term is the scenario's pricing when its prices: gave the reserved
+    price, else a year (the catalog's offer is reserved-1y; run.reserved.usd_per_gpu_hour
+    names no term, so one year is assumed)."""
+    from infraplan.economics.tco import HOURS_PER_YEAR
+
     own = source.startswith("the scenario's") and scenario.pricing in spec.TERM_YEARS
     term = scenario.pricing if own else "reserved-1y"
     assumed = " (taken as a 1-year price)" if source == "run.reserved.usd_per_gpu_hour" else ""
     hours = reserved * run.wall_s.p50 / HOUR_S
+    years = spec.TERM_YEARS[term]
+    term_s = years * HOURS_PER_YEAR * HOUR_S
+    committed = reserved * usd_per_gpu_hour * years * HOURS_PER_YEAR
+    wall = run.samples.wall_s
+    with_term = (run.samples.cost_usd + committed
+                 - reserved * usd_per_gpu_hour * np.minimum(wall, term_s) / HOUR_S)
     return ("reserved + spot burst" + assumed + ": " + spec.commitment_note(
         term, reserved, usd_per_gpu_hour, hours, what="of the reserved GPUs the median run holds",
-        counts="its cost p50 counts"))
+        counts="its cost p50 counts")), Commitment(reserved, years, usd_per_gpu_hour,
+                                                  committed, Stat.of(with_term))
 
 
 def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
