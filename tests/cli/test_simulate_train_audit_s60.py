@@ -53,3 +53,17 @@ def test_the_reserved_strategy_shows_its_whole_term(article_4, capsys):
     assert data["committed_usd"] == pytest.approx(589123.58, abs=0.01)
     assert data["term_years"] == 1 and data["reserved_gpus"] == 32
     assert round(data["cost_with_term_usd"]["mean"]) == 597243
+
+
+def test_short_intervals_and_mtbfs_print_in_seconds(tmp_path, capsys):
+    """With run.failures_per_gpu_hour: 1 the 64-GPU job's MTBF is 3,600 / 64 = 56.25 s and
+    its checkpoints go every 1.85 s (the upload), which printed 'job MTBF 0.02 h',
+    'checkpoint every 0.0 min (scan)' and '0.0 min: 8.08%'."""
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace(
+        "  trials: 1000", "  trials: 20\n  failures_per_gpu_hour: 1"))
+    out = _run(capsys, path)
+    assert "job MTBF 56.2 s;" in out
+    assert "on-demand              1.85 s (scan)" in out
+    assert "  1.85 s: 8.0" in out
+    assert " 0.0 min" not in out and "0.02 h" not in out

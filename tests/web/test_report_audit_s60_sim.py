@@ -35,3 +35,16 @@ def test_the_strategy_table_holds_the_reserved_term(spot_doc):
             "excluding the $589,124 commitment, which pays only if the 32 reserved GPUs are "
             "used for the rest of the 1-year term; counting it, $597,243 (mean), 15.6 x "
             "on-demand's $38,338") in section["paragraphs"]
+
+
+def test_the_yield_plan_names_the_intervals_simulated(spot_doc):
+    """The Yield plan said 'checkpoint interval used 4.78 min: Daly's' while the strategy
+    table beside it drew on-demand at 6.0 min (the scan's best): now the card names each
+    strategy's interval, in the table's format, and the first-order plan's apart."""
+    section = _section(spot_doc, "Yield plan")
+    (strategies,) = [t for t in section["tables"] if "pricing strategies" in t["title"]]
+    assert [r[1] for r in strategies["rows"]] == ["6.03 min (scan)", "4.78 min (scan)",
+                                                  "5.37 min (scan)"]
+    assert _items(section)["checkpoint interval used"] == (
+        "simulated (the scan's least mean wall time): on-demand 6.03 min, spot 4.78 min, "
+        "reserved + spot burst 5.37 min; first-order plan: 4.78 min: Daly's")

@@ -178,9 +178,25 @@ def _strategies(sim, best=None, cost=None) -> tuple[list[dict], list[str]]:
         run_view.trials_line(sim) + "."]
 
 
-def _interval_used(k: dict) -> str:
-    """The interval used, and why it is not Daly's when it is longer."""
+SOURCES = {"scan": "the scan's least mean wall time", "daly": "Daly's",
+           "upload": "Daly's raised to the upload", "given": "given"}
+
+
+def _interval_used(k: dict, sim=None) -> str:
+    """The interval used, and why it is not Daly's when it is longer; with simulate train's
+    runs, the interval each strategy's runs were drawn with (its table's column), since
+    those are the intervals the report's run figures come from."""
     used = duration_text(k["interval_s"])
+    if sim is not None:
+        runs = sim.strategies.values()
+        sources = {d.interval_source for d in runs}
+        one = len(sources) == 1
+        each = ", ".join(f"{run_view.LABELS[key]} {duration_text(d.interval_s)}"
+                         + ("" if one else f" ({SOURCES[d.interval_source]})")
+                         for key, d in sim.strategies.items())
+        how = f" ({SOURCES[sources.pop()]})" if one else ""
+        first = _interval_used(k)
+        return f"simulated{how}: {each}; first-order plan: {first}"
     if k["interval_s"] <= k["daly_interval_s"]:
         return f"{used}: Daly's"
     write = "upload" if k["asynchronous"] else "write"
@@ -188,7 +204,7 @@ def _interval_used(k: dict) -> str:
             "start before the last one is durable")
 
 
-def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
+def _yield_plan(k: dict, notes: list[str], tables: list[dict] = (), sim=None) -> dict:
     """The Yield plan section: the checkpoint plan, and why plan train's time to train (the
     published 90% fleet goodput) differs from what simulate train models for this plan;
     `tables` and `notes` follow."""
@@ -207,7 +223,7 @@ def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
         item("checkpoint durable after", k["write_s"], duration_text(k["write_s"])),
         item("checkpoint interval (Daly)", k["daly_interval_s"],
              duration_text(k["daly_interval_s"])),
-        item("checkpoint interval used", k["interval_s"], _interval_used(k)),
+        item("checkpoint interval used", k["interval_s"], _interval_used(k, sim)),
         item("restart (failure detection + reload)", k["restart_s"],
              f"{duration_text(k['restart_s'])}: {duration_text(k['failure_detection_s'])} "
              f"detection + {duration_text(k['restart_s'] - k['failure_detection_s'])} reload"),
@@ -339,7 +355,7 @@ def training_document(scenario, result, arch=None) -> dict:
     run_tables, run_notes = _strategies(sim, best, cost)
     s["Yield plan"] = _yield_plan(checkpoints, [*run_notes,
                                                 *_billing_note(scenario, checkpoints)],
-                                  run_tables)
+                                  run_tables, sim)
     return fig.json_safe({
         "kind": "training", "title": scenario.name or f"{arch.name} training plan",
         "description": scenario.description, "model": scenario.model,

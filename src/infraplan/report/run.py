@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
 from infraplan.units import format_bytes, run_length
 
@@ -12,12 +13,11 @@ LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:,.1f} min"
-
-
 def _short(seconds: float) -> str:
-    return f"{seconds:.3g} s" if seconds < 60 else _minutes(seconds)
+    """An interval, MTBF or restart to 3 significant figures in seconds below a minute,
+    minutes below an hour, hours from there (a 1-per-GPU-hour rate on 64 GPUs has a 56.2 s
+    MTBF, which '0.02 h' and '0.0 min' hid); the report's Yield plan prints the same."""
+    return duration_text(seconds)
 
 
 def daly_text(daly_s: float, upload_s: float) -> str:
@@ -61,7 +61,7 @@ def strategy_rows(sim) -> list[list[str]]:
     """One row per pricing strategy of a RunSimulation, under strategy_columns(sim)."""
     rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
     for key, d in sim.strategies.items():
-        rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
+        rows.append([LABELS[key], _short(d.interval_s) + f" ({d.interval_source})",
                      run_length(d.wall_s.p50), run_length(d.wall_s.p90),
                      f"{d.goodput.p50:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
@@ -89,7 +89,7 @@ def spot_lines(sim) -> list[str]:
     return [f"spot capacity ({whose}): notice {t['notice_s']:g} s, {t['notice']}; preemptions "
             f"of {t['monthly_interrupted_fraction'] * 100:.3g}% of nodes a month, "
             f"{t['preemption_rate']}; capacity back after {run_length(t['capacity_wait_mean_s'])}"
-            f" on average, restart {_minutes(t['restart_s'])}"]
+            f" on average, restart {_short(t['restart_s'])}"]
 
 
 def against_on_demand(sim) -> list[str]:
@@ -139,10 +139,10 @@ def run_report(name: str, sim) -> str:
     blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
     lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
              f"work {run_length(sim.work_s)} of failure-free compute; job MTBF "
-             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint "
+             f"{_short(sim.mtbf_s)}; checkpoint "
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
-             f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             f"{cp.write_s:,.3g} s; restart {_short(sim.restart_s)}",
              f"failure rate: {setup.failures.derivation}" + (
                  "" if setup.failures_given else "; run.failures_per_gpu_hour sets "
                                                       "your fleet's"),
@@ -165,7 +165,7 @@ def run_report(name: str, sim) -> str:
                   f"({daly_text(scan.daly_interval_s, scan.upload_s)}):"]
         picks = range(0, len(scan.intervals_s), max(1, len(scan.intervals_s) // 8))
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
-        lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "
+        lines.append("  " + "  ".join(f"{_short(scan.intervals_s[i])}: "
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
     lines += [f"note: {note}" for note in sim.notes]
     lines.append(trials_line(sim))
