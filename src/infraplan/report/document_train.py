@@ -84,6 +84,12 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     setup = setup or run_setup(scenario, best, arch)
     plan, mtbf_s, restart_s = setup.checkpoint, setup.mtbf_s, setup.restart_s
     failures, gpus = setup.failures, best.plan.num_gpus
+    # the wall time the failures land in, as simulate train draws it: the failure-free work
+    # (tokens / tokens-per-second) plus the modelled loss, work / (1 - waste); not plan
+    # train's time to train, whose 90% fleet goodput would count the loss twice
+    tokens = scenario.training.tokens
+    exposed_s = tokens / best.tokens_per_s / (1 - plan.waste_fraction) \
+        if tokens and best.tokens_per_s > 0 and plan.waste_fraction < 1 else None
     numbers = {"storage_tier": setup.tier.name, "asynchronous": setup.asynchronous,
                "size_bytes": plan.size_bytes, "blocking_s": plan.blocking_s,
                "write_s": plan.write_s, "interval_s": plan.interval_s,
@@ -92,8 +98,9 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
                "failure_detection_s": scenario.run.failure_detection_s,
                "run_goodput": hardware.calibration("run-goodput"),
                "mtbf_s": mtbf_s, "derivation": failures.derivation,
+               "exposed_s": exposed_s,
                "expected_interruptions": failures.expected_interruptions(
-                   gpus, best.time_to_train_s) if best.time_to_train_s else None}
+                   gpus, exposed_s) if exposed_s else None}
     figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
                                                          restart_s),
@@ -215,7 +222,8 @@ def _yield_plan(k: dict, notes: list[str], tables: list[dict] = (), sim=None) ->
         item("job MTBF", k["mtbf_s"], duration_text(k["mtbf_s"])),
         item("expected interruptions over the run", k["expected_interruptions"],
              "-" if k["expected_interruptions"] is None
-             else f"{k['expected_interruptions']:,.1f}"),
+             else f"{k['expected_interruptions']:,.1f} over {days(k['exposed_s'])}: the "
+                  f"failure-free work plus the {lost} modelled loss, at one per job MTBF"),
         item("checkpoint size", k["size_bytes"], size_text(k["size_bytes"])),
         item("checkpoint tier", k["storage_tier"], k["storage_tier"]),
         item(f"training blocked per checkpoint ({mode})", k["blocking_s"],
