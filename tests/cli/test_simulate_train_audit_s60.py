@@ -67,3 +67,19 @@ def test_short_intervals_and_mtbfs_print_in_seconds(tmp_path, capsys):
     assert "on-demand              1.85 s (scan)" in out
     assert "  1.85 s: 8.0" in out
     assert " 0.0 min" not in out and "0.02 h" not in out
+
+
+def test_an_unused_price_is_noted_as_plan_train_notes_it(tmp_path, capsys):
+    """prices: {a100: 3.00} beside gpus: [h100] was silently ignored by simulate train,
+    while plan train printed that it is unused and how to key it."""
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace("prices: {h100: 3.00}",
+                                                  "prices: {h100: 3.00, a100: 3.00}")
+                    .replace("  trials: 1000", "  trials: 20"))
+    note = ("note: prices: a100 ($3.00/GPU-h, the catalog's a100-sxm4-80gb) is unused: it is "
+            "not among the accelerators compared (h100-sxm5-80gb). To fix: add a100 to "
+            "hardware.gpus to compare it, or key the price by a compared one (prices: "
+            "{h100-sxm5-80gb: 3})")
+    assert main(["plan", "train", str(path)]) == 0
+    assert note in capsys.readouterr().out
+    assert note in _run(capsys, path)

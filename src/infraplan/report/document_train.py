@@ -176,7 +176,8 @@ def _strategies(sim, best=None, cost=None) -> tuple[list[dict], list[str]]:
     under = [*([sim.commitment] if sim.commitment else []),
              *([sim.plan_train_note] if sim.plan_train_note else [])]
     under += _reconciliation(sim, best, cost) if best is not None else []
-    others = [n for n in sim.notes if n not in under]
+    # the unused-price notes are plan train's too: Pick platform prints them
+    others = [n for n in sim.notes if n not in under and n not in sim.price_notes]
     notes = [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in under]
     return [table(title, run_view.strategy_columns(sim), run_view.strategy_rows(sim), notes)], [
         run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,

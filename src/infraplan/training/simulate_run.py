@@ -42,7 +42,8 @@ from infraplan.reliability.run_spec import spot_provider
 from infraplan.reliability.spot import MONTH_S
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
-from infraplan.training.plan_train import node_types, plan_training, scenario_job
+from infraplan.training.plan_train import (node_types, plan_training, scenario_job,
+                                          unused_price_notes)
 from infraplan.training.search import node_for
 from infraplan.units import GiB
 
@@ -122,6 +123,7 @@ class RunSimulation:
     spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
     commitment: str = ""  # the reserved GPUs' term beside the run's share of it (_commitment)
     term: Commitment | None = None  # the reserved GPUs' whole term, in dollars (_commitment)
+    price_notes: tuple[str, ...] = ()  # prices: keyed by a GPU not compared, as plan train's
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -137,7 +139,8 @@ class RunSimulation:
 
     @property
     def notes(self) -> list[str]:
-        return [*self.reserved_notes, *([self.commitment] if self.commitment else []),
+        return [*self.price_notes, *self.reserved_notes,
+                *([self.commitment] if self.commitment else []),
                 *([self.plan_train_note] if self.plan_train_note else [])]
 
     @property
@@ -229,7 +232,8 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
                          reserved_notes=tuple(reserved_notes), spot_terms=spot_terms,
-                         commitment=commitment, term=term)
+                         commitment=commitment, term=term,
+                         price_notes=tuple(unused_price_notes(scenario)))
 
 
 def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run
