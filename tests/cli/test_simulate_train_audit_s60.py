@@ -12,6 +12,7 @@ import pytest
 from infraplan.cli import main
 
 ARTICLE_4 = Path(__file__).parents[2] / "examples" / "article-4-2b-spot.yaml"
+ARTICLE_2 = ARTICLE_4.with_name("article-2-train-70b-32xh100.yaml")
 
 
 def _run(capsys, path, *flags: str) -> str:
@@ -83,3 +84,17 @@ def test_an_unused_price_is_noted_as_plan_train_notes_it(tmp_path, capsys):
     assert main(["plan", "train", str(path)]) == 0
     assert note in capsys.readouterr().out
     assert note in _run(capsys, path)
+
+
+def test_prices_print_as_billed(tmp_path, capsys):
+    """Article 2 bills $6.155 a GPU-hour and printed 'on-demand $6.16'; article 4's spot
+    price is $3.00 x $1.25 / $2.95 = $1.271186, printed '$1.27' as '$3.00 less 58%' (which
+    is $1.26): now the price as used (6 significant digits) and the discount to 0.1%."""
+    path = tmp_path / "a2.yaml"
+    path.write_text(ARTICLE_2.read_text() + "run: {trials: 20, strategies: [on_demand]}\n")
+    assert "  on-demand $6.155: the scenario's" in _run(capsys, path)
+    path = tmp_path / "a4.yaml"
+    path.write_text(ARTICLE_4.read_text().replace("  trials: 1000", "  trials: 20"))
+    out = _run(capsys, path)
+    assert ("  spot $1.27119: the scenario's on-demand $3.00 less 57.6%, the discount of the "
+            "catalog's cheapest spot offer (nebius, $1.25) off its on-demand $2.95") in out

@@ -7,7 +7,7 @@ import math
 
 from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
-from infraplan.units import format_bytes, run_length
+from infraplan.units import format_bytes, format_usd_rate, run_length
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
@@ -74,8 +74,9 @@ def strategy_rows(sim) -> list[list[str]]:
 
 
 def price_lines(sim) -> list[str]:
-    """Each strategy's price per GPU-hour and where it comes from."""
-    return [f"{k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
+    """Each strategy's price per GPU-hour, as billed (up to 6 significant digits:
+    $6.155, not $6.16), and where it comes from."""
+    return [f"{k.replace('_', '-')} ${format_usd_rate(v)}: {sim.price_sources[k]}"
             for k, v in sim.prices_usd_per_gpu_hour.items()]
 
 

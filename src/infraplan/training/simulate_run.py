@@ -45,7 +45,7 @@ from infraplan.training.memory import training_memory
 from infraplan.training.plan_train import (node_types, plan_training, scenario_job,
                                           unused_price_notes)
 from infraplan.training.search import node_for
-from infraplan.units import GiB
+from infraplan.units import GiB, format_usd_rate
 
 @dataclass(frozen=True)
 class RunSetup:
@@ -352,8 +352,8 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         if "spot" in given and run.spot.usd_per_gpu_hour is None and run.spot.discount is None:
             prices["spot"], sources["spot"] = given["spot"], label
             if not given["spot"] < on_demand:
-                raise InputError(f"prices: the spot price ${given['spot']:,.2f} is not below "
-                                 f"on-demand ${on_demand:,.2f} ({basis})",
+                raise InputError(f"prices: the spot price ${format_usd_rate(given['spot'])} is "
+                                 f"not below on-demand ${format_usd_rate(on_demand)} ({basis})",
                                  fix="drop spot from run.strategies, or check the price")
         else:
             prices["spot"], sources["spot"] = run.spot.price(
@@ -392,9 +392,10 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     if not prices["reserved"] < on_demand:
         origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
         raise InputError(f"run.reserved.usd_per_gpu_hour: the reserved price "
-                         f"${prices['reserved']:,.2f}{origin} is not below on-demand "
-                         f"${on_demand:,.2f}, so a reservation could never pay",
-                         fix=f"give run.reserved.usd_per_gpu_hour below ${on_demand:,.2f}")
+                         f"${format_usd_rate(prices['reserved'])}{origin} is not below "
+                         f"on-demand ${format_usd_rate(on_demand)}, so a reservation could "
+                         "never pay", fix="give run.reserved.usd_per_gpu_hour below "
+                                          f"${format_usd_rate(on_demand)}")
     return prices, sources, spot, spot_terms, reserved
 
 
