@@ -98,3 +98,22 @@ def test_prices_print_as_billed(tmp_path, capsys):
     out = _run(capsys, path)
     assert ("  spot $1.27119: the scenario's on-demand $3.00 less 57.6%, the discount of the "
             "catalog's cheapest spot offer (nebius, $1.25) off its on-demand $2.95") in out
+
+
+@pytest.mark.parametrize("command", [["simulate", "train"], ["plan", "train"], ["memory"],
+                                     ["validate", "training"], ["tco"]])
+def test_json_help_names_the_real_schema(command, capsys):
+    """--help said \"print JSON (schema 'infraplan.<command>/1')\", a placeholder."""
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"print JSON (schema 'infraplan.{'_'.join(command)}/1')" in help_text
+
+
+def test_the_default_failure_rate_says_how_to_set_yours(tmp_path, capsys):
+    """'...; run.failures_per_gpu_hour sets your fleet's' read cut off."""
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace("  trials: 1000", "  trials: 20"))
+    assert ("failure rate: Llama 3 405B: 419 interruptions / (54 days x 16,384 GPUs) = "
+            "1.97e-05 per GPU-hour; set run.failures_per_gpu_hour to your fleet's rate\n"
+            ) in _run(capsys, path)

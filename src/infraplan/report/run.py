@@ -145,8 +145,8 @@ def run_report(name: str, sim) -> str:
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
              f"{cp.write_s:,.3g} s; restart {_short(sim.restart_s)}",
              f"failure rate: {setup.failures.derivation}" + (
-                 "" if setup.failures_given else "; run.failures_per_gpu_hour sets "
-                                                      "your fleet's"),
+                 "" if setup.failures_given else "; set run.failures_per_gpu_hour to "
+                                                      "your fleet's rate"),
              "prices per GPU-hour:"]
     lines += ["  " + line for line in price_lines(sim)]
     lines += spot_lines(sim)
