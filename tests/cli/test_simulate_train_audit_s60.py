@@ -117,3 +117,23 @@ def test_the_default_failure_rate_says_how_to_set_yours(tmp_path, capsys):
     assert ("failure rate: Llama 3 405B: 419 interruptions / (54 days x 16,384 GPUs) = "
             "1.97e-05 per GPU-hour; set run.failures_per_gpu_hour to your fleet's rate\n"
             ) in _run(capsys, path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ("gpus: 32", "s.yaml: run.reserved.gpus = 100 exceeds the plan's 64 GPUs. To fix: "),
+    ("usd_per_gpu_hour: 2.10", "s.yaml: run.reserved.usd_per_gpu_hour: the reserved price "
+                               "$3.50 is not below on-demand $3.00"),
+    ("advisor_band: \"15-20%\"", "s.yaml: run.spot: the spot price $3.50 per GPU-hour "
+                                 "(run.spot.usd_per_gpu_hour) is not below on-demand $3.00")])
+def test_errors_against_the_plan_name_the_file(tmp_path, capsys, change, message):
+    """Errors raised once the file was read lacked the 'FILE.yaml:' prefix every other
+    error has: 'run.reserved.gpus = 100 exceeds the plan's 64 GPUs'."""
+    new = {"gpus: 32": "gpus: 100", "usd_per_gpu_hour: 2.10": "usd_per_gpu_hour: 3.50",
+           "advisor_band: \"15-20%\"": "usd_per_gpu_hour: 3.50"}[change]
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace(change, new)
+                    .replace("  trials: 1000", "  trials: 20"))
+    assert main(["simulate", "train", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: " + message), captured.err
+    assert captured.err.count("s.yaml:") == 1
