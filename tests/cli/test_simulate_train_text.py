@@ -82,8 +82,9 @@ def test_each_distribution_shows_its_bad_tail_and_says_what_each_column_is(tmp_p
     header = next(line for line in out.splitlines() if line.startswith("strategy "))
     assert header.rstrip().endswith("cost p90  interruptions mean  preemptions mean")
     assert ("p50: the median trial; p90: 1 trial in 10 runs longer or costs more; "
-            "interruptions (failures and preemptions) and preemptions: means over the "
-            "trials") in out
+            "goodput p10: 1 trial in 10 has less (the median trial of a rarely interrupted "
+            "run has no failure); interruptions (failures and preemptions) and preemptions: "
+            "means over the trials") in out
     assert "of them preemptions" not in out
     quiet = _run(tmp_path, capsys, LLAMA_8B, "--quiet")
     assert quiet.startswith("on_demand: ") and quiet.rstrip().endswith(" (p50)")

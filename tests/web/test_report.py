@@ -502,11 +502,12 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
                                                       "reserved + spot burst"]
         # the means are labelled as means, and a paragraph says what p50 and p90 are
-        assert strategies["columns"][7:] == ["interruptions mean", "preemptions mean",
+        assert strategies["columns"][8:] == ["interruptions mean", "preemptions mean",
                                              "reserved term, committed"]
         assert "P50: the median trial; p90: 1 trial in 10 runs longer or costs more; " \
-            "interruptions (failures and preemptions) and preemptions: means over the " \
-            "trials." in section["paragraphs"]
+            "goodput p10: 1 trial in 10 has less (the median trial of a rarely interrupted " \
+            "run has no failure); interruptions (failures and preemptions) and " \
+            "preemptions: means over the trials." in section["paragraphs"]
         assert set(doc["run"]["strategies"]["spot"]["goodput"]) == {"p10", "p50", "mean"}
         # whose spot notice and preemption rate, as the CLI says it
         (spot_terms,) = [p for p in section["paragraphs"] if p.startswith("Spot capacity")]
