@@ -149,3 +149,15 @@ def test_goodput_p10_stands_beside_the_median(article_4):
     rows = {r[0]: r for r in strategy_rows(article_4)}
     assert rows["on-demand"][4:6] == ["99.996%", "99.884%"]
     assert rows["spot"][4:6] == ["99.995%", "99.086%"]
+
+
+def test_a_monthly_percentage_is_answered_with_the_fraction(tmp_path, capsys):
+    """monthly_interrupted_fraction: 15 (meant as 15%) read 'must be < 1 (got 15)'."""
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace('advisor_band: "15-20%"',
+                                                  "monthly_interrupted_fraction: 15"))
+    assert main(["simulate", "train", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        "error: s.yaml: run.spot.monthly_interrupted_fraction is a fraction of the instances "
+        "interrupted in a month, not a percentage (got 15); to fix: write 0.15 for 15% (a "
+        "fraction below 1)\n")

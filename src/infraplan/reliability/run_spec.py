@@ -107,6 +107,19 @@ class SpotSpec(_Spec):
                                  "on-demand, or drop spot from run.strategies")
         return price, source
 
+    @field_validator("monthly_interrupted_fraction", mode="before")
+    @classmethod
+    def _a_fraction_not_a_percentage(cls, value: Any) -> Any:
+        """15 meant as 15% read 'must be < 1 (got 15)': say it is a fraction, and give
+        the fraction (a percentage of 100 or more is every instance, or more)."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                1 < value <= 100:
+            raise InputError(f"is a fraction of the instances interrupted in a month, not a "
+                             f"percentage (got {value:g})",
+                             fix=f"write {value / 100:.4g} for {value:g}% (a fraction below 1)"
+                             if value < 100 else "write a fraction below 1: 0.15 for 15%")
+        return value
+
     @field_validator("advisor_band", mode="before")
     @classmethod
     def _a_band_not_a_figure(cls, value: Any) -> Any:
