@@ -266,7 +266,7 @@ def _add_simulate(sub) -> None:
 
 
 def _run_simulate_train(args) -> int:
-    from infraplan.report.run import run_report
+    from infraplan.report.run import LABELS, run_report
     from infraplan.units import run_length
     from infraplan.training.plan_train import plan_training
     from infraplan.training.simulate_run import simulate_training_run
@@ -285,7 +285,8 @@ def _run_simulate_train(args) -> int:
         raise InputError(f"{name}: {exc.message}", fix=exc.fix) from None
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
                 lambda: run_report(scenario.name or scenario.model, sim),
-                lambda: "; ".join(f"{k}: {run_length(d.wall_s.p50)}, ${d.cost_usd.p50:,.0f}"
+                lambda: "; ".join(f"{LABELS[k]}: {run_length(d.wall_s.p50)}, "
+                                  f"${d.cost_usd.p50:,.0f}"
                                   for k, d in sim.strategies.items()) + " (p50)")
 
 

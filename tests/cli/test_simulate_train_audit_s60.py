@@ -161,3 +161,19 @@ def test_a_monthly_percentage_is_answered_with_the_fraction(tmp_path, capsys):
         "error: s.yaml: run.spot.monthly_interrupted_fraction is a fraction of the instances "
         "interrupted in a month, not a percentage (got 15); to fix: write 0.15 for 15% (a "
         "fraction below 1)\n")
+
+
+def test_few_trials_are_flagged_and_quiet_uses_the_tables_words(tmp_path, capsys):
+    """At run.trials: 1 p90 equals p50 with no word of warning; -q labelled the strategies
+    'on_demand' and 'reserved_plus_spot', not as the table does."""
+    path = tmp_path / "s.yaml"
+    path.write_text(ARTICLE_4.read_text().replace("  trials: 1000", "  trials: 1"))
+    out = _run(capsys, path)
+    assert ("1 trial per strategy (too few to trust the tails: p10 and p90 need 10 trials "
+            "beyond them each, and equal p50 at 1 trial; set run.trials to 100 or more), "
+            "seed 0;") in out
+    quiet = _run(capsys, path, "-q")
+    assert quiet.startswith("on-demand: 8.3 d, $") and "; spot: " in quiet
+    assert "; reserved + spot burst: 8.3 d, $" in quiet and "_" not in quiet
+    path.write_text(ARTICLE_4.read_text().replace("  trials: 1000", "  trials: 100"))
+    assert "100 trials per strategy, seed 0;" in _run(capsys, path)

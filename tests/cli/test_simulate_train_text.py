@@ -87,7 +87,7 @@ def test_each_distribution_shows_its_bad_tail_and_says_what_each_column_is(tmp_p
             "means over the trials") in out
     assert "of them preemptions" not in out
     quiet = _run(tmp_path, capsys, LLAMA_8B, "--quiet")
-    assert quiet.startswith("on_demand: ") and quiet.rstrip().endswith(" (p50)")
+    assert quiet.startswith("on-demand: ") and quiet.rstrip().endswith(" (p50)")
 
 
 def _scenario(model: str, gpu: str, count: int, run: str) -> str:

@@ -132,10 +132,16 @@ def interval_lines(sim) -> list[str]:
             for key, d in sim.strategies.items() if d.interval_source == "upload"]
 
 
+FEW_TRIALS = 100  # below this fewer than 10 trials lie beyond p10 and p90 each
+
+
 def trials_line(sim) -> str:
     first = next(iter(sim.strategies.values()))
-    return (f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
-            "only (plan train itemises storage and egress)")
+    few = "" if first.trials >= FEW_TRIALS else (
+        " (too few to trust the tails: p10 and p90 need 10 trials beyond them each, and "
+        f"equal p50 at 1 trial; set run.trials to {FEW_TRIALS} or more)")
+    return (f"{first.trials:,} trial{'s' * (first.trials != 1)} per strategy{few}, seed "
+            f"{first.seed}; costs are compute only (plan train itemises storage and egress)")
 
 
 def run_report(name: str, sim) -> str:
