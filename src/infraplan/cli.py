@@ -266,7 +266,7 @@ def _add_simulate(sub) -> None:
 
 
 def _run_simulate_train(args) -> int:
-    from infraplan.report.run import run_report
+    from infraplan.report.run import LABELS, run_report
     from infraplan.units import run_length
     from infraplan.training.plan_train import plan_training
     from infraplan.training.simulate_run import simulate_training_run
@@ -274,11 +274,19 @@ def _run_simulate_train(args) -> int:
     from infraplan.workloads import TrainScenario
 
     scenario = load_scenario(args.scenario, TrainScenario, seed_override(args))
-    with progress(args, "drawing runs") as tick:
-        sim = simulate_training_run(scenario, plan_training(scenario).best[0], progress=tick)
+    name = Path(args.scenario).name
+    try:  # the run: block's checks against the plan: named in the file, as the load's are
+        with progress(args, "drawing runs") as tick:
+            sim = simulate_training_run(scenario, plan_training(scenario).best[0],
+                                        progress=tick)
+    except InputError as exc:
+        if exc.message.startswith(f"{name}:"):
+            raise
+        raise InputError(f"{name}: {exc.message}", fix=exc.fix) from None
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
                 lambda: run_report(scenario.name or scenario.model, sim),
-                lambda: "; ".join(f"{k}: {run_length(d.wall_s.p50)}, ${d.cost_usd.p50:,.0f}"
+                lambda: "; ".join(f"{LABELS[k]}: {run_length(d.wall_s.p50)}, "
+                                  f"${d.cost_usd.p50:,.0f}"
                                   for k, d in sim.strategies.items()) + " (p50)")
 
 

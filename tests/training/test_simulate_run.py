@@ -308,7 +308,7 @@ def test_text_output_names_the_scan_seed_and_keeps_the_digits_that_differ(tmp_pa
     out = capsys.readouterr().out
     assert "spot mean goodput vs checkpoint interval" in out and "on-demand mean" not in out
     assert "100 trials per strategy, seed 7" in out
-    assert "spot $1.27: the scenario's on-demand $3.00 less 58%" in out
+    assert "spot $1.27119: the scenario's on-demand $3.00 less 57.6%" in out
     path.write_text(yaml.safe_dump({**BASE, "run": {"trials": 100}}))
     assert main(["simulate", "train", str(path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

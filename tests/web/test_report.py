@@ -480,7 +480,11 @@ def test_yield_plan_names_daly_apart_from_the_interval_used():
     small_doc = training_document(small, plan_training(small))
     section = next(s for s in small_doc["sections"] if s["heading"] == "Yield plan")
     texts = {i["label"]: i["text"] for i in section["items"]}
-    assert texts["checkpoint interval used"] == f"{texts['checkpoint interval (Daly)']}: Daly's"
+    # its run: block simulates each strategy at its own interval: the card names those
+    # first, then the first-order plan's (audit s60)
+    assert texts["checkpoint interval used"].startswith("simulated (the scan's least mean ")
+    assert texts["checkpoint interval used"].endswith(
+        f"; first-order plan: {texts['checkpoint interval (Daly)']}: Daly's")
     assert [t["name"] for t in small_doc["figures"]["goodput"]["data"]] == \
         ["goodput", "interval used"]
 
@@ -502,10 +506,12 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         assert [r[0] for r in strategies["rows"]] == ["on-demand", "spot",
                                                       "reserved + spot burst"]
         # the means are labelled as means, and a paragraph says what p50 and p90 are
-        assert strategies["columns"][-2:] == ["interruptions mean", "preemptions mean"]
+        assert strategies["columns"][8:] == ["interruptions mean", "preemptions mean",
+                                             "reserved term, committed"]
         assert "P50: the median trial; p90: 1 trial in 10 runs longer or costs more; " \
-            "interruptions (failures and preemptions) and preemptions: means over the " \
-            "trials." in section["paragraphs"]
+            "goodput p10: 1 trial in 10 has less (the median trial of a rarely interrupted " \
+            "run has no failure); interruptions (failures and preemptions) and " \
+            "preemptions: means over the trials." in section["paragraphs"]
         assert set(doc["run"]["strategies"]["spot"]["goodput"]) == {"p10", "p50", "mean"}
         # whose spot notice and preemption rate, as the CLI says it
         (spot_terms,) = [p for p in section["paragraphs"] if p.startswith("Spot capacity")]

@@ -43,7 +43,7 @@ def test_the_strategy_table_carries_the_commitment_and_the_reconciliation(spot_d
     section = _section(spot_doc, "Yield plan")
     (strategies,) = [t for t in section["tables"] if "pricing strategies" in t["title"]]
     rows = {r[0]: r for r in strategies["rows"]}
-    assert rows["on-demand"][5] == "$38,328" and rows["reserved + spot burst"][5] == "$21,535"
+    assert rows["on-demand"][6] == "$38,328" and rows["reserved + spot burst"][6] == "$21,535"
     notes = strategies["notes"]
     assert notes[0] == (
         "Reserved + spot burst (taken as a 1-year price): reserved-1y bills a 1-year term: "

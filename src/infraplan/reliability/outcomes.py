@@ -69,3 +69,27 @@ class RunDistribution:
     preemptions: Stat
     samples: Samples
     scan: IntervalScan | None = None
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """What reserving the reserved GPUs commits to, beside the strategy's cost over the run:
+        committed_usd = reserved_gpus x usd_per_gpu_hour x years x 8,766.72 h
+    and, per trial, the strategy's cost counting the whole term instead of the hours used:
+        with_term_usd = cost_usd - reserved_gpus x usd_per_gpu_hour x min(wall, term)
+                        + committed_usd
+    (the run's own reserved hours are part of the term; a run longer than the term bills
+    its excess at the reserved price). with_term_usd is what the strategy costs unless the
+    reserved GPUs do other paid work for the rest of the term."""
+
+    reserved_gpus: int
+    years: int
+    usd_per_gpu_hour: float
+    committed_usd: float
+    with_term_usd: Stat
+
+    def to_json(self) -> dict:
+        s = self.with_term_usd
+        return {"reserved_gpus": self.reserved_gpus, "term_years": self.years,
+                "usd_per_gpu_hour": self.usd_per_gpu_hour, "committed_usd": self.committed_usd,
+                "cost_with_term_usd": {"p50": s.p50, "p90": s.p90, "mean": s.mean}}

@@ -20,6 +20,7 @@ from infraplan.economics.instances import Footprint, rent
 from infraplan.economics.offers import offers_for
 from infraplan.errors import InputError, UnknownNameError
 from infraplan.spec_checks import StrictNumbers
+from infraplan.units import format_usd_rate
 from infraplan.reliability.failures import FailureModel, from_rate, llama3_failure_model
 from infraplan.reliability.montecarlo import MAX_TRIALS, STRATEGIES
 from infraplan.reliability.spot import (
@@ -76,7 +77,8 @@ class SpotSpec(_Spec):
             price, source = self.usd_per_gpu_hour, "run.spot.usd_per_gpu_hour"
         elif self.discount is not None:
             price, source = od * (1 - self.discount), \
-                f"on-demand ${od:,.2f} less run.spot.discount {self.discount:.0%}"
+                f"on-demand ${format_usd_rate(od)} less run.spot.discount " \
+                f"{self.discount * 100:g}%"
         else:
             rental, own = _spot_offer(gpu, footprint or Footprint())
             offer = rental and rental.offer
@@ -87,10 +89,11 @@ class SpotSpec(_Spec):
                 else:
                     discount = 1 - offer.spot_usd_per_gpu_hour / own
                     origin = f"the discount of the catalog's cheapest spot offer " \
-                             f"({offer.provider}, ${offer.spot_usd_per_gpu_hour:,.2f}) off " \
-                             f"its on-demand ${own:,.2f}"
+                             f"({offer.provider}, ${format_usd_rate(offer.spot_usd_per_gpu_hour)}" \
+                             f") off its on-demand ${format_usd_rate(own)}"
                 price, source = od * (1 - discount), \
-                    f"the scenario's on-demand ${od:,.2f} less {discount:.0%}, {origin}"
+                    f"the scenario's on-demand ${format_usd_rate(od)} less {discount:.1%}, " \
+                    f"{origin}"
             elif offer is None:
                 price, source = od * (1 - DEFAULT_DISCOUNT), \
                     f"on-demand less the default discount {DEFAULT_DISCOUNT:.0%} (no spot offer)"
@@ -98,11 +101,24 @@ class SpotSpec(_Spec):
                 price, source = rental.usd_per_gpu_hour, \
                     f"the catalog's {rental.basis()}"
         if not price < od:
-            raise InputError(f"run.spot: the spot price ${price:,.2f} per GPU-hour ({source}) "
-                             f"is not below on-demand ${od:,.2f}",
+            raise InputError(f"run.spot: the spot price ${format_usd_rate(price)} per GPU-hour "
+                             f"({source}) is not below on-demand ${format_usd_rate(od)}",
                              fix="give run.spot.usd_per_gpu_hour or run.spot.discount below "
                                  "on-demand, or drop spot from run.strategies")
         return price, source
+
+    @field_validator("monthly_interrupted_fraction", mode="before")
+    @classmethod
+    def _a_fraction_not_a_percentage(cls, value: Any) -> Any:
+        """15 meant as 15% read 'must be < 1 (got 15)': say it is a fraction, and give
+        the fraction (a percentage of 100 or more is every instance, or more)."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                1 < value <= 100:
+            raise InputError(f"is a fraction of the instances interrupted in a month, not a "
+                             f"percentage (got {value:g})",
+                             fix=f"write {value / 100:.4g} for {value:g}% (a fraction below 1)"
+                             if value < 100 else "write a fraction below 1: 0.15 for 15%")
+        return value
 
     @field_validator("advisor_band", mode="before")
     @classmethod

@@ -84,6 +84,12 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
     setup = setup or run_setup(scenario, best, arch)
     plan, mtbf_s, restart_s = setup.checkpoint, setup.mtbf_s, setup.restart_s
     failures, gpus = setup.failures, best.plan.num_gpus
+    # the wall time the failures land in, as simulate train draws it: the failure-free work
+    # (tokens / tokens-per-second) plus the modelled loss, work / (1 - waste); not plan
+    # train's time to train, whose 90% fleet goodput would count the loss twice
+    tokens = scenario.training.tokens
+    exposed_s = tokens / best.tokens_per_s / (1 - plan.waste_fraction) \
+        if tokens and best.tokens_per_s > 0 and plan.waste_fraction < 1 else None
     numbers = {"storage_tier": setup.tier.name, "asynchronous": setup.asynchronous,
                "size_bytes": plan.size_bytes, "blocking_s": plan.blocking_s,
                "write_s": plan.write_s, "interval_s": plan.interval_s,
@@ -92,8 +98,9 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
                "failure_detection_s": scenario.run.failure_detection_s,
                "run_goodput": hardware.calibration("run-goodput"),
                "mtbf_s": mtbf_s, "derivation": failures.derivation,
+               "exposed_s": exposed_s,
                "expected_interruptions": failures.expected_interruptions(
-                   gpus, best.time_to_train_s) if best.time_to_train_s else None}
+                   gpus, exposed_s) if exposed_s else None}
     figure = fig.goodput_figure(plan.blocking_s, mtbf_s, restart_s, plan.interval_s,
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
                                                          restart_s),
@@ -169,18 +176,35 @@ def _strategies(sim, best=None, cost=None) -> tuple[list[dict], list[str]]:
     under = [*([sim.commitment] if sim.commitment else []),
              *([sim.plan_train_note] if sim.plan_train_note else [])]
     under += _reconciliation(sim, best, cost) if best is not None else []
-    others = [n for n in sim.notes if n not in under]
+    # the unused-price notes are plan train's too: Pick platform prints them
+    others = [n for n in sim.notes if n not in under and n not in sim.price_notes]
     notes = [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in under]
-    return [table(title, run_view.STRATEGY_COLUMNS, run_view.strategy_rows(sim), notes)], [
+    return [table(title, run_view.strategy_columns(sim), run_view.strategy_rows(sim), notes)], [
         run_view.COLUMNS_LINE[0].upper() + run_view.COLUMNS_LINE[1:] + ".", *paragraphs,
         *run_view.against_on_demand(sim), *run_view.interval_lines(sim),
         *[n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in others],
         run_view.trials_line(sim) + "."]
 
 
-def _interval_used(k: dict) -> str:
-    """The interval used, and why it is not Daly's when it is longer."""
+SOURCES = {"scan": "the scan's least mean wall time", "daly": "Daly's",
+           "upload": "Daly's raised to the upload", "given": "given"}
+
+
+def _interval_used(k: dict, sim=None) -> str:
+    """The interval used, and why it is not Daly's when it is longer; with simulate train's
+    runs, the interval each strategy's runs were drawn with (its table's column), since
+    those are the intervals the report's run figures come from."""
     used = duration_text(k["interval_s"])
+    if sim is not None:
+        runs = sim.strategies.values()
+        sources = {d.interval_source for d in runs}
+        one = len(sources) == 1
+        each = ", ".join(f"{run_view.LABELS[key]} {duration_text(d.interval_s)}"
+                         + ("" if one else f" ({SOURCES[d.interval_source]})")
+                         for key, d in sim.strategies.items())
+        how = f" ({SOURCES[sources.pop()]})" if one else ""
+        first = _interval_used(k)
+        return f"simulated{how}: {each}; first-order plan: {first}"
     if k["interval_s"] <= k["daly_interval_s"]:
         return f"{used}: Daly's"
     write = "upload" if k["asynchronous"] else "write"
@@ -188,7 +212,7 @@ def _interval_used(k: dict) -> str:
             "start before the last one is durable")
 
 
-def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
+def _yield_plan(k: dict, notes: list[str], tables: list[dict] = (), sim=None) -> dict:
     """The Yield plan section: the checkpoint plan, and why plan train's time to train (the
     published 90% fleet goodput) differs from what simulate train models for this plan;
     `tables` and `notes` follow."""
@@ -199,7 +223,8 @@ def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
         item("job MTBF", k["mtbf_s"], duration_text(k["mtbf_s"])),
         item("expected interruptions over the run", k["expected_interruptions"],
              "-" if k["expected_interruptions"] is None
-             else f"{k['expected_interruptions']:,.1f}"),
+             else f"{k['expected_interruptions']:,.1f} over {days(k['exposed_s'])}: the "
+                  f"failure-free work plus the {lost} modelled loss, at one per job MTBF"),
         item("checkpoint size", k["size_bytes"], size_text(k["size_bytes"])),
         item("checkpoint tier", k["storage_tier"], k["storage_tier"]),
         item(f"training blocked per checkpoint ({mode})", k["blocking_s"],
@@ -207,7 +232,7 @@ def _yield_plan(k: dict, notes: list[str], tables: list[dict] = ()) -> dict:
         item("checkpoint durable after", k["write_s"], duration_text(k["write_s"])),
         item("checkpoint interval (Daly)", k["daly_interval_s"],
              duration_text(k["daly_interval_s"])),
-        item("checkpoint interval used", k["interval_s"], _interval_used(k)),
+        item("checkpoint interval used", k["interval_s"], _interval_used(k, sim)),
         item("restart (failure detection + reload)", k["restart_s"],
              f"{duration_text(k['restart_s'])}: {duration_text(k['failure_detection_s'])} "
              f"detection + {duration_text(k['restart_s'] - k['failure_detection_s'])} reload"),
@@ -339,7 +364,7 @@ def training_document(scenario, result, arch=None) -> dict:
     run_tables, run_notes = _strategies(sim, best, cost)
     s["Yield plan"] = _yield_plan(checkpoints, [*run_notes,
                                                 *_billing_note(scenario, checkpoints)],
-                                  run_tables)
+                                  run_tables, sim)
     return fig.json_safe({
         "kind": "training", "title": scenario.name or f"{arch.name} training plan",
         "description": scenario.description, "model": scenario.model,

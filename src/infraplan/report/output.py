@@ -12,9 +12,13 @@ from infraplan.report.progress import progress_bar
 SCHEMA_VERSION = 1
 
 
-def add_output_flags(parser) -> None:
+def add_output_flags(parser, command: str | None = None) -> None:
+    """--json and --quiet; --json's help names the schema emit() writes: `command`, by
+    default the parser's words after 'infraplan' ('infraplan simulate train' ->
+    'infraplan.simulate_train/1'), the name every command passes to emit()."""
+    command = command or "_".join(parser.prog.split()[1:])
     parser.add_argument("--json", action="store_true",
-                        help=f"print JSON (schema 'infraplan.<command>/{SCHEMA_VERSION}')")
+                        help=f"print JSON (schema 'infraplan.{command}/{SCHEMA_VERSION}')")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="print only the answer's headline; no progress bars")
 

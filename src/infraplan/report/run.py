@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import math
 
+from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
-from infraplan.units import format_bytes, run_length
+from infraplan.units import format_bytes, format_usd_rate, run_length
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:,.1f} min"
-
-
 def _short(seconds: float) -> str:
-    return f"{seconds:.3g} s" if seconds < 60 else _minutes(seconds)
+    """An interval, MTBF or restart to 3 significant figures in seconds below a minute,
+    minutes below an hour, hours from there (a 1-per-GPU-hour rate on 64 GPUs has a 56.2 s
+    MTBF, which '0.02 h' and '0.0 min' hid); the report's Yield plan prints the same."""
+    return duration_text(seconds)
 
 
 def daly_text(daly_s: float, upload_s: float) -> str:
@@ -42,28 +42,44 @@ def decimals(fractions, least: int = 1) -> int:
 
 
 STRATEGY_COLUMNS = ["strategy", "checkpoint every", "wall p50", "wall p90", "goodput p50",
-                    "cost p50", "cost p90", "interruptions mean", "preemptions mean"]
+                    "goodput p10", "cost p50", "cost p90", "interruptions mean", "preemptions mean"]
 # what the columns' statistics are, under the table
 COLUMNS_LINE = ("p50: the median trial; p90: 1 trial in 10 runs longer or costs more; "
+                "goodput p10: 1 trial in 10 has less (the median trial of a rarely "
+                "interrupted run has no failure); "
                 "interruptions (failures and preemptions) and preemptions: means over the "
                 "trials")
 
 
+TERM_COLUMN = "reserved term, committed"  # only when a strategy reserves GPUs
+
+
+def strategy_columns(sim) -> list[str]:
+    """STRATEGY_COLUMNS, and the reserved GPUs' whole-term commitment when there is one."""
+    return STRATEGY_COLUMNS + [TERM_COLUMN] * (sim.term is not None)
+
+
 def strategy_rows(sim) -> list[list[str]]:
-    """One row per pricing strategy of a RunSimulation, under STRATEGY_COLUMNS."""
-    rows, places = [], decimals([d.goodput.p50 for d in sim.strategies.values()])
+    """One row per pricing strategy of a RunSimulation, under strategy_columns(sim)."""
+    runs = sim.strategies.values()
+    rows, places = [], decimals([g for d in runs for g in (d.goodput.p50, d.goodput.p10)])
     for key, d in sim.strategies.items():
-        rows.append([LABELS[key], _minutes(d.interval_s) + f" ({d.interval_source})",
+        rows.append([LABELS[key], _short(d.interval_s) + f" ({d.interval_source})",
                      run_length(d.wall_s.p50), run_length(d.wall_s.p90),
-                     f"{d.goodput.p50:.{places}%}",
+                     f"{d.goodput.p50:.{places}%}", f"{d.goodput.p10:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
+        if sim.term is not None:
+            t = sim.term
+            rows[-1].append(f"${t.committed_usd:,.0f} ({t.years} y, {t.reserved_gpus} GPUs)"
+                            if key == "reserved_plus_spot" else "-")
     return rows
 
 
 def price_lines(sim) -> list[str]:
-    """Each strategy's price per GPU-hour and where it comes from."""
-    return [f"{k.replace('_', '-')} ${v:,.2f}: {sim.price_sources[k]}"
+    """Each strategy's price per GPU-hour, as billed (up to 6 significant digits:
+    $6.155, not $6.16), and where it comes from."""
+    return [f"{k.replace('_', '-')} ${format_usd_rate(v)}: {sim.price_sources[k]}"
             for k, v in sim.prices_usd_per_gpu_hour.items()]
 
 
@@ -77,7 +93,7 @@ def spot_lines(sim) -> list[str]:
     return [f"spot capacity ({whose}): notice {t['notice_s']:g} s, {t['notice']}; preemptions "
             f"of {t['monthly_interrupted_fraction'] * 100:.3g}% of nodes a month, "
             f"{t['preemption_rate']}; capacity back after {run_length(t['capacity_wait_mean_s'])}"
-            f" on average, restart {_minutes(t['restart_s'])}"]
+            f" on average, restart {_short(t['restart_s'])}"]
 
 
 def against_on_demand(sim) -> list[str]:
@@ -90,9 +106,23 @@ def against_on_demand(sim) -> list[str]:
             saving = 1 - d.cost_usd.mean / base.cost_usd.mean
             longer = d.wall_s.mean / base.wall_s.mean - 1
             money = f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer"
-            lines.append(f"{LABELS[key]}: {money} than on-demand (mean), "
-                         f"{longer:+.1%} wall time")
+            line = f"{LABELS[key]}: {money} than on-demand (mean), {longer:+.1%} wall time"
+            if key == "reserved_plus_spot" and sim.term is not None:
+                line += _term_clause(sim.term, base.cost_usd.mean)
+            lines.append(line)
     return lines
+
+
+def _term_clause(t, on_demand_usd: float) -> str:
+    """The reserved strategy's saving counts only the run's hours of the reservation: say
+    what it leaves out and what the strategy costs with the whole term (Commitment)."""
+    with_term = t.with_term_usd.mean
+    ratio = with_term / on_demand_usd
+    compared = (f"{ratio:,.1f} x on-demand's ${on_demand_usd:,.0f}" if ratio >= 1 else
+                f"{1 - ratio:.0%} cheaper than on-demand's ${on_demand_usd:,.0f}")
+    return (f", excluding the ${t.committed_usd:,.0f} commitment, which pays only if the "
+            f"{t.reserved_gpus} reserved GPUs are used for the rest of the {t.years}-year "
+            f"term; counting it, ${with_term:,.0f} (mean), {compared}")
 
 
 def interval_lines(sim) -> list[str]:
@@ -102,10 +132,16 @@ def interval_lines(sim) -> list[str]:
             for key, d in sim.strategies.items() if d.interval_source == "upload"]
 
 
+FEW_TRIALS = 100  # below this fewer than 10 trials lie beyond p10 and p90 each
+
+
 def trials_line(sim) -> str:
     first = next(iter(sim.strategies.values()))
-    return (f"{first.trials:,} trials per strategy, seed {first.seed}; costs are compute "
-            "only (plan train itemises storage and egress)")
+    few = "" if first.trials >= FEW_TRIALS else (
+        " (too few to trust the tails: p10 and p90 need 10 trials beyond them each, and "
+        f"equal p50 at 1 trial; set run.trials to {FEW_TRIALS} or more)")
+    return (f"{first.trials:,} trial{'s' * (first.trials != 1)} per strategy{few}, seed "
+            f"{first.seed}; costs are compute only (plan train itemises storage and egress)")
 
 
 def run_report(name: str, sim) -> str:
@@ -113,19 +149,19 @@ def run_report(name: str, sim) -> str:
     blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
     lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
              f"work {run_length(sim.work_s)} of failure-free compute; job MTBF "
-             f"{sim.mtbf_s / 3600:,.2f} h; checkpoint "
+             f"{_short(sim.mtbf_s)}; checkpoint "
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
-             f"{cp.write_s:,.3g} s; restart {_minutes(sim.restart_s)}",
+             f"{cp.write_s:,.3g} s; restart {_short(sim.restart_s)}",
              f"failure rate: {setup.failures.derivation}" + (
-                 "" if setup.failures_given else "; run.failures_per_gpu_hour sets "
-                                                      "your fleet's"),
+                 "" if setup.failures_given else "; set run.failures_per_gpu_hour to "
+                                                      "your fleet's rate"),
              "prices per GPU-hour:"]
     lines += ["  " + line for line in price_lines(sim)]
     lines += spot_lines(sim)
     lines.append("")
-    lines.append(table(STRATEGY_COLUMNS, strategy_rows(sim),
-                       align_right=[2, 3, 4, 5, 6, 7, 8]))
+    lines.append(table(strategy_columns(sim), strategy_rows(sim),
+                       align_right=[2, 3, 4, 5, 6, 7, 8, 9, 10]))
     lines.append(COLUMNS_LINE)
     lines += against_on_demand(sim)
     lines += interval_lines(sim)
@@ -139,7 +175,7 @@ def run_report(name: str, sim) -> str:
                   f"({daly_text(scan.daly_interval_s, scan.upload_s)}):"]
         picks = range(0, len(scan.intervals_s), max(1, len(scan.intervals_s) // 8))
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
-        lines.append("  " + "  ".join(f"{_minutes(scan.intervals_s[i])}: "
+        lines.append("  " + "  ".join(f"{_short(scan.intervals_s[i])}: "
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
     lines += [f"note: {note}" for note in sim.notes]
     lines.append(trials_line(sim))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from infraplan.catalog import load_catalog
 from infraplan.catalog.schema import StorageTier
 from infraplan.economics.instances import rent, training_footprint
@@ -35,13 +37,15 @@ from infraplan.reliability.checkpoint import (
 )
 from infraplan.reliability.failures import HOUR_S, FailureModel
 from infraplan.reliability.montecarlo import RunDistribution, TrainingRun, simulate_run
+from infraplan.reliability.outcomes import Commitment, Stat
 from infraplan.reliability.run_spec import spot_provider
 from infraplan.reliability.spot import MONTH_S
 from infraplan.training.evaluate import PlanResult, evaluate_plan
 from infraplan.training.memory import training_memory
-from infraplan.training.plan_train import node_types, plan_training, scenario_job
+from infraplan.training.plan_train import (node_types, plan_training, scenario_job,
+                                          unused_price_notes)
 from infraplan.training.search import node_for
-from infraplan.units import GiB
+from infraplan.units import GiB, format_usd_rate
 
 @dataclass(frozen=True)
 class RunSetup:
@@ -94,6 +98,8 @@ class RunSimulation:
     reserved_notes: tuple[str, ...] = ()  # what the reserved GPUs alone run (check_reserved_pool)
     spot_terms: dict | None = None  # the spot capacity's notice, rate and whose they are
     commitment: str = ""  # the reserved GPUs' term beside the run's share of it (_commitment)
+    term: Commitment | None = None  # the reserved GPUs' whole term, in dollars (_commitment)
+    price_notes: tuple[str, ...] = ()  # prices: keyed by a GPU not compared, as plan train's
 
     @property
     def checkpoint(self) -> CheckpointPlan:
@@ -109,7 +115,8 @@ class RunSimulation:
 
     @property
     def notes(self) -> list[str]:
-        return [*self.reserved_notes, *([self.commitment] if self.commitment else []),
+        return [*self.price_notes, *self.reserved_notes,
+                *([self.commitment] if self.commitment else []),
                 *([self.plan_train_note] if self.plan_train_note else [])]
 
     @property
@@ -159,6 +166,7 @@ class RunSimulation:
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
                 "price_sources": self.price_sources, "spot": self.spot_terms,
                 "strategies": out,
+                "commitment": self.term.to_json() if self.term else None,
                 "notes": self.notes}
 
 
@@ -194,26 +202,39 @@ def simulate_training_run(scenario, plan: PlanResult | None = None, progress=Non
                                      reserved_usd_per_gpu_hour=prices.get("reserved"),
                                      optimise_interval=run.optimise_interval,
                                      trials=run.trials, seed=run.seed)
-    commitment = _commitment(scenario, sources["reserved"], reserved_gpus, prices["reserved"],
-                             results["reserved_plus_spot"]) if reserved_gpus else ""
+    commitment, term = _commitment(scenario, sources["reserved"], reserved_gpus,
+                                   prices["reserved"], results["reserved_plus_spot"]) \
+        if reserved_gpus else ("", None)
     return RunSimulation(plan=plan, setup=setup, work_s=work, strategies=results,
                          prices_usd_per_gpu_hour=prices, price_sources=sources,
                          reserved_notes=tuple(reserved_notes), spot_terms=spot_terms,
-                         commitment=commitment)
+                         commitment=commitment, term=term,
+                         price_notes=tuple(unused_price_notes(scenario)))
 
 
-def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run) -> str:
+def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, run
+                ) -> tuple[str, Commitment]:
     """The reserved GPUs' term beside the run's share of it (spec.commitment_note): the
-    strategy's cost counts only the hours the run holds them. The term is the scenario's
-    pricing when its prices: gave the reserved price, else a year (the catalog's offer is
-    reserved-1y; run.reserved.usd_per_gpu_hour names no term, so one year is assumed)."""
+    strategy's cost counts only the hours the run holds them; and the term in dollars
+    (Commitment). The term is the scenario's pricing when its prices: gave the reserved
+    price, else a year (the catalog's offer is reserved-1y; run.reserved.usd_per_gpu_hour
+    names no term, so one year is assumed)."""
+    from infraplan.economics.tco import HOURS_PER_YEAR
+
     own = source.startswith("the scenario's") and scenario.pricing in spec.TERM_YEARS
     term = scenario.pricing if own else "reserved-1y"
     assumed = " (taken as a 1-year price)" if source == "run.reserved.usd_per_gpu_hour" else ""
     hours = reserved * run.wall_s.p50 / HOUR_S
+    years = spec.TERM_YEARS[term]
+    term_s = years * HOURS_PER_YEAR * HOUR_S
+    committed = reserved * usd_per_gpu_hour * years * HOURS_PER_YEAR
+    wall = run.samples.wall_s
+    with_term = (run.samples.cost_usd + committed
+                 - reserved * usd_per_gpu_hour * np.minimum(wall, term_s) / HOUR_S)
     return ("reserved + spot burst" + assumed + ": " + spec.commitment_note(
         term, reserved, usd_per_gpu_hour, hours, what="of the reserved GPUs the median run holds",
-        counts="its cost p50 counts"))
+        counts="its cost p50 counts")), Commitment(reserved, years, usd_per_gpu_hour,
+                                                  committed, Stat.of(with_term))
 
 
 def check_reserved_pool(scenario, plan: PlanResult, reserved: int, per_node: int,
@@ -307,8 +328,8 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
         if "spot" in given and run.spot.usd_per_gpu_hour is None and run.spot.discount is None:
             prices["spot"], sources["spot"] = given["spot"], label
             if not given["spot"] < on_demand:
-                raise InputError(f"prices: the spot price ${given['spot']:,.2f} is not below "
-                                 f"on-demand ${on_demand:,.2f} ({basis})",
+                raise InputError(f"prices: the spot price ${format_usd_rate(given['spot'])} is "
+                                 f"not below on-demand ${format_usd_rate(on_demand)} ({basis})",
                                  fix="drop spot from run.strategies, or check the price")
         else:
             prices["spot"], sources["spot"] = run.spot.price(
@@ -347,9 +368,10 @@ def _prices(scenario, gpu: str, n: int, per_node: int):
     if not prices["reserved"] < on_demand:
         origin = "" if run.reserved.usd_per_gpu_hour else f" ({sources['reserved']})"
         raise InputError(f"run.reserved.usd_per_gpu_hour: the reserved price "
-                         f"${prices['reserved']:,.2f}{origin} is not below on-demand "
-                         f"${on_demand:,.2f}, so a reservation could never pay",
-                         fix=f"give run.reserved.usd_per_gpu_hour below ${on_demand:,.2f}")
+                         f"${format_usd_rate(prices['reserved'])}{origin} is not below "
+                         f"on-demand ${format_usd_rate(on_demand)}, so a reservation could "
+                         "never pay", fix="give run.reserved.usd_per_gpu_hour below "
+                                          f"${format_usd_rate(on_demand)}")
     return prices, sources, spot, spot_terms, reserved
 
 
