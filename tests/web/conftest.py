@@ -69,3 +69,21 @@ def browser():
                                     "--disable-background-networking"])
         yield b
         b.close()
+
+
+def section_of(doc: dict, heading: str) -> dict:
+    """A report document's section by its heading."""
+    return next(s for s in doc["sections"] if s["heading"] == heading)
+
+
+def items_of(section: dict) -> dict:
+    """A section's items, label -> text."""
+    return {i["label"]: i["text"] for i in section["items"]}
+
+
+@pytest.fixture(scope="module")
+def spot_doc():
+    """The report document of examples/article-4-2b-spot.yaml (reserved baseline + spot)."""
+    from infraplan.report.document import build_document
+
+    return build_document(EXAMPLES / "article-4-2b-spot.yaml")

@@ -6,22 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import EXAMPLES
-
-
-def _section(doc: dict, heading: str) -> dict:
-    return next(s for s in doc["sections"] if s["heading"] == heading)
-
-
-def _items(section: dict) -> dict:
-    return {i["label"]: i["text"] for i in section["items"]}
-
-
-@pytest.fixture(scope="module")
-def spot_doc():
-    from infraplan.report.document import build_document
-
-    return build_document(EXAMPLES / "article-4-2b-spot.yaml")
+from tests.web.conftest import EXAMPLES, items_of as _items, section_of as _section
 
 
 def test_the_strategy_table_holds_the_reserved_term(spot_doc):
