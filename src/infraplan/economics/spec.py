@@ -140,6 +140,14 @@ def _priced_per_gpu(gpu: str, prices: dict[str, float], pricing: str,
 TERM_YEARS = {"reserved-1y": 1, "reserved-3y": 3}
 
 
+def commitment_usd(pricing: str, billed_gpus: int, usd_per_gpu_hour: float) -> float:
+    """What a reservation of `pricing`'s term bills whether or not the GPUs are busy:
+    billed_gpus x usd_per_gpu_hour x years x 8,766.72 h (0 for on-demand and spot)."""
+    from infraplan.economics.tco import HOURS_PER_YEAR
+
+    return billed_gpus * usd_per_gpu_hour * TERM_YEARS.get(pricing, 0) * HOURS_PER_YEAR
+
+
 def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
                     gpu_hours: float, what: str = "the job uses",
                     counts: str = "this line counts") -> str:
@@ -155,7 +163,7 @@ def commitment_note(pricing: str, billed_gpus: int, usd_per_gpu_hour: float,
     if not years or billed_gpus <= 0:
         return ""
     term_h = years * HOURS_PER_YEAR
-    committed_usd = billed_gpus * usd_per_gpu_hour * term_h
+    committed_usd = commitment_usd(pricing, billed_gpus, usd_per_gpu_hour)
     share = gpu_hours / (billed_gpus * term_h)
     return (f"{pricing} bills a {years}-year term: {billed_gpus} GPUs x "
             f"${format_usd_rate(usd_per_gpu_hour)} x {term_h:,.2f} h = ${committed_usd:,.0f} "

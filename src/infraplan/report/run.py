@@ -13,21 +13,14 @@ LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
 
 
-def _short(seconds: float) -> str:
-    """An interval, MTBF or restart to 3 significant figures in seconds below a minute,
-    minutes below an hour, hours from there (a 1-per-GPU-hour rate on 64 GPUs has a 56.2 s
-    MTBF, which '0.02 h' and '0.0 min' hid); the report's Yield plan prints the same."""
-    return duration_text(seconds)
-
-
 def daly_text(daly_s: float, upload_s: float) -> str:
     """Daly's interval, and the upload it is raised to when shorter: 'Daly 17.6 s, raised
     to the 56.8 s upload: ...'."""
     if not math.isfinite(daly_s):
         return "Daly: none needed, no interruption loses work"
     if daly_s >= upload_s:
-        return f"Daly {_short(daly_s)}"
-    return (f"Daly {_short(daly_s)}, raised to the {_short(upload_s)} upload: a checkpoint "
+        return f"Daly {duration_text(daly_s)}"
+    return (f"Daly {duration_text(daly_s)}, raised to the {duration_text(upload_s)} upload: a checkpoint "
             "cannot start before the last one is uploaded")
 
 
@@ -64,7 +57,7 @@ def strategy_rows(sim) -> list[list[str]]:
     runs = sim.strategies.values()
     rows, places = [], decimals([g for d in runs for g in (d.goodput.p50, d.goodput.p10)])
     for key, d in sim.strategies.items():
-        rows.append([LABELS[key], _short(d.interval_s) + f" ({d.interval_source})",
+        rows.append([LABELS[key], duration_text(d.interval_s) + f" ({d.interval_source})",
                      run_length(d.wall_s.p50), run_length(d.wall_s.p90),
                      f"{d.goodput.p50:.{places}%}", f"{d.goodput.p10:.{places}%}",
                      f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
@@ -93,7 +86,7 @@ def spot_lines(sim) -> list[str]:
     return [f"spot capacity ({whose}): notice {t['notice_s']:g} s, {t['notice']}; preemptions "
             f"of {t['monthly_interrupted_fraction'] * 100:.3g}% of nodes a month, "
             f"{t['preemption_rate']}; capacity back after {run_length(t['capacity_wait_mean_s'])}"
-            f" on average, restart {_short(t['restart_s'])}"]
+            f" on average, restart {duration_text(t['restart_s'])}"]
 
 
 def against_on_demand(sim) -> list[str]:
@@ -127,7 +120,7 @@ def _term_clause(t, on_demand_usd: float) -> str:
 
 def interval_lines(sim) -> list[str]:
     """Why a strategy checkpoints less often than Daly's interval (not scanned)."""
-    return [f"{LABELS[key]} checkpoints every {_short(d.interval_s)}: "
+    return [f"{LABELS[key]} checkpoints every {duration_text(d.interval_s)}: "
             f"{daly_text(d.daly_interval_s, d.interval_s)}"
             for key, d in sim.strategies.items() if d.interval_source == "upload"]
 
@@ -149,10 +142,10 @@ def run_report(name: str, sim) -> str:
     blocks = "blocks" if setup.asynchronous else "blocks (synchronous)"
     lines = [f"{name}: {p.plan.num_gpus} x {p.accelerator}, {p.plan.describe()}",
              f"work {run_length(sim.work_s)} of failure-free compute; job MTBF "
-             f"{_short(sim.mtbf_s)}; checkpoint "
+             f"{duration_text(sim.mtbf_s)}; checkpoint "
              f"{format_bytes(cp.size_bytes, binary=False)} to "
              f"{setup.tier.name} {blocks} {cp.blocking_s:,.3g} s, durable after "
-             f"{cp.write_s:,.3g} s; restart {_short(sim.restart_s)}",
+             f"{cp.write_s:,.3g} s; restart {duration_text(sim.restart_s)}",
              f"failure rate: {setup.failures.derivation}" + (
                  "" if setup.failures_given else "; set run.failures_per_gpu_hour to "
                                                       "your fleet's rate"),
@@ -175,7 +168,7 @@ def run_report(name: str, sim) -> str:
                   f"({daly_text(scan.daly_interval_s, scan.upload_s)}):"]
         picks = range(0, len(scan.intervals_s), max(1, len(scan.intervals_s) // 8))
         places = decimals([scan.mean_goodput[i] for i in picks], least=2)
-        lines.append("  " + "  ".join(f"{_short(scan.intervals_s[i])}: "
+        lines.append("  " + "  ".join(f"{duration_text(scan.intervals_s[i])}: "
                                       f"{scan.mean_goodput[i]:.{places}%}" for i in picks))
     lines += [f"note: {note}" for note in sim.notes]
     lines.append(trials_line(sim))

@@ -227,7 +227,7 @@ def _commitment(scenario, source: str, reserved: int, usd_per_gpu_hour: float, r
     hours = reserved * run.wall_s.p50 / HOUR_S
     years = spec.TERM_YEARS[term]
     term_s = years * HOURS_PER_YEAR * HOUR_S
-    committed = reserved * usd_per_gpu_hour * years * HOURS_PER_YEAR
+    committed = spec.commitment_usd(term, reserved, usd_per_gpu_hour)
     wall = run.samples.wall_s
     with_term = (run.samples.cost_usd + committed
                  - reserved * usd_per_gpu_hour * np.minimum(wall, term_s) / HOUR_S)
