@@ -134,11 +134,11 @@ def test_diurnal_start_hour_and_wrap_around_midnight():
 
 
 def test_diurnal_inversion_is_exact():
-    from infraplan.serving.traffic import _Curve
+    from infraplan.serving.diurnal import DiurnalCurve
 
     arrival = ArrivalSpec.model_validate(
         {"kind": "diurnal", "curve": [[2, 0], [5, 0], [9, 4], [17.5, 6], [22, 1]]})
-    curve = _Curve(arrival)
+    curve = DiurnalCurve(arrival)
     # trapezoids 5-9 h, 9-17.5 h, 17.5-22 h and 22-26 h (wrapping to 2 h, rate 0)
     assert curve.per_day == pytest.approx(3600 * (4 * 4 + 8.5 * 10 + 4.5 * 7 + 4 * 1) / 2)
     y = np.linspace(0, 3.5 * curve.per_day, 10_001)

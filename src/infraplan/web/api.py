@@ -4,15 +4,13 @@ Every request is bounded (GPU-count choices, accelerators compared, simulated re
 uploaded config size); over a bound the answer is 413 or 422 with the reason. Names resolve
 through the catalog only: no request can make the server read or write a file. Library
 InputErrors become 422 with their message, in the request's terms (`min_count`, not
-`hardware.min_count`).
+`hardware.min_count`: answers.py).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter
@@ -23,6 +21,8 @@ from infraplan.economics.spec import Pricing
 from infraplan.errors import InputError
 from infraplan.serving.quantization import CHECKPOINT_FORMAT, SERVING_WEIGHT_DTYPES
 from infraplan.workloads import PRECISION_DEFAULT, OptimizerName, Precision
+from infraplan.web.answers import (SERVE_TERMS, TRAIN_TERMS, PlanResponse, in_request_terms,
+                                   respond)
 from infraplan.web.fields import Count, In, ModelPick, Number, TensorParallel
 from infraplan.web.memory import MEMORY_TERMS, MemoryRequest
 from infraplan.web.prices import FORMS, PricesIn, form_prices
@@ -165,96 +165,8 @@ class InspectRequest(In):
     seq_len: Count = Field(default=4096, ge=1, le=1 << 20)
 
 
-# The library's messages name scenario paths and knobs a request does not have; each rule
-# (pattern, replacement) rewrites them in the request's terms.
-_CATALOG_TERMS = ((r"run 'infraplan catalog (\w+)' to list \w+", r"pick one from /api/catalog/\1"),
-                  (r"'infraplan catalog (\w+)'", r"/api/catalog/\1"))
-# a price's source in the form's terms: the user's price is not a scenario's
-_PRICE_TERMS = ((r"the scenario(?:'|&#x27;)s price", "your price (prices)"),
-                # the library's 'prices: {h100-sxm5-80gb: 2.50}' is the field's h100...=2.50
-                (r"(?:in the scenario: )?prices: \{([\w.-]+): ([\d.]+|\.\.\.)\}",
-                 r"prices (\1=\2)"))
-_TRAIN_TERMS = (*_PRICE_TERMS, (r"or set counts\b", "or lower count_step"),
-                (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"),
-                # the form has no list of counts: min_count..max_count in steps of count_step
-                (r"\(hardware\.counts(, or count_step)?\)", "(min_count, max_count or "
-                                                          "count_step)"))
-_SERVE_TERMS = (*_PRICE_TERMS,
-    (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
-    (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
-    (r"\btraffic\.(input|output)\.sigma\b", r"traffic.\1_sigma"),
-    (r"\(traffic\.input / traffic\.output\)",
-     "(traffic.input_mean_tokens / traffic.output_mean_tokens)"),
-    # the web form has no min length: only a mean above its max can be refused
-    (r"(traffic\.(input|output)_mean_tokens \S+ is above max \(\S+\): .*to fix: )raise "
-     r"max, or set mean within min\.\.max",
-     r"\1raise traffic.\2_max_tokens, or lower traffic.\2_mean_tokens"),
-    (r"raise tp \(now (\d+)\) or pp \(now \d+\)", r"raise tp (now \1)"),  # no pp here
-    (r"(raise memory_fraction|lower block_size) \(now [^)]*\), or ", ""),  # the engine's
-    (r"lower the batch limits \(max_num_seqs or a static batch_size: now ([\d,]+); "
-     r"max_num_batched_tokens: now ([\d,]+)\)",
-     r"pick an engine with lower batch limits (now \1 sequences, \2 batched tokens)"))
-
-def _in_request_terms(request: type[BaseModel], sections: str = "", *rules: tuple[str, str]):
-    """An endpoint's InputErrors, and the notes of the report it answers with, in its
-    request's terms: a scenario path in one of `sections` (`hardware.min_count`) becomes
-    the request field that sets it (`min_count`). The library's JSON (`result`) keeps its
-    own terms, as `--json` prints them."""
-    path = re.compile(rf"\b(?:{sections})\.(\w+)\b" if sections else r"(?!)")
-
-    def field(m: re.Match) -> str:
-        return m[1] if m[1] in request.model_fields else m[0]
-
-    def translate(text: str) -> str:
-        for pattern, new in (*rules, *_CATALOG_TERMS):
-            text = re.sub(pattern, new, text)
-        return path.sub(field, text)
-
-    def decorate(endpoint: Callable) -> Callable:
-        @functools.wraps(endpoint)
-        def answer(*args, **kwargs):
-            try:
-                response = endpoint(*args, **kwargs)
-            except InputError as exc:
-                exc.args = (translate(str(exc)),)
-                raise
-            if isinstance(response, PlanResponse):
-                response.document = _each_text(response.document, translate)
-                response.html = translate(response.html)
-            return response
-        return answer
-    return decorate
-
-
-def _each_text(value, change: Callable[[str], str]):
-    """`value` with `change` applied to every string inside its dicts and lists."""
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, dict):
-        return {k: _each_text(v, change) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_each_text(v, change) for v in value]
-    return value
-
-
-class PlanResponse(BaseModel):
-    """The library's JSON (as `--json` prints it; a serving simulation's per-event
-    timeline left out), the report document and its HTML."""
-
-    result: dict[str, Any]
-    document: dict[str, Any]
-    html: str
-
-
-def _respond(result: dict, doc: dict) -> PlanResponse:
-    from infraplan.report.figures import json_safe
-    from infraplan.report.html import render_sections
-
-    return PlanResponse(result=json_safe(result), document=doc, html=render_sections(doc))
-
-
 @router.get("/catalog/{kind}")
-@_in_request_terms(BaseModel)  # no request fields: catalog names only
+@in_request_terms(BaseModel)  # no request fields: catalog names only
 def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "engines",
                           "offers", "prices"],
             gpu: str | None = None) -> list[dict[str, Any]]:
@@ -270,7 +182,7 @@ def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "e
 
 
 @router.post("/plan/train")
-@_in_request_terms(TrainRequest, "hardware|training|constraints", *_TRAIN_TERMS)
+@in_request_terms(TrainRequest, "hardware|training|constraints", *TRAIN_TERMS)
 def plan_train(req: TrainRequest) -> PlanResponse:
     """`infraplan plan train`: ranked plans, frontier, the report document."""
     from infraplan.report.document_train import training_document
@@ -298,7 +210,7 @@ def plan_train(req: TrainRequest) -> PlanResponse:
                          fix="narrow min_count..max_count, raise count_step or compare fewer "
                              "accelerators (or run `infraplan plan train` locally)")
     result = plan_training(scenario, arch=arch)
-    return _respond(dict(model=scenario.model, **result.to_json()),
+    return respond(dict(model=scenario.model, **result.to_json()),
                     training_document(scenario, result, arch=arch))
 
 
@@ -325,7 +237,7 @@ def _serve_scenario(req: _Serve, extra: dict, gpus: list[str]):
 
 
 @router.post("/simulate/serve")
-@_in_request_terms(SimulateServeRequest, "deployment", *_SERVE_TERMS)
+@in_request_terms(SimulateServeRequest, "deployment", *SERVE_TERMS)
 def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     """`infraplan simulate serve`: latency, throughput, KV use and cost of one deployment."""
     from infraplan.report.document_serve import serving_document
@@ -337,11 +249,11 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
                                                     if v is not None}}, [deployment["gpu"]])
     doc = serving_document(scenario, plan=False, sweep=req.sweep,
                            sweep_requests=SWEEP_REQUESTS, arch=_model(req)[1])
-    return _respond(doc["simulation"], doc)
+    return respond(doc["simulation"], doc)
 
 
 @router.post("/plan/serve")
-@_in_request_terms(PlanServeRequest, "search", *_SERVE_TERMS)
+@in_request_terms(PlanServeRequest, "search", *SERVE_TERMS)
 def plan_serve(req: PlanServeRequest) -> PlanResponse:
     """`infraplan plan serve`: the cheapest deployment meeting the SLOs, then simulated."""
     from infraplan.report.document_serve import serving_document
@@ -360,11 +272,11 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
     scenario = _serve_scenario(req, {"search": search}, search["gpus"])
     doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS,
                            arch=_model(req)[1])
-    return _respond(doc["plan"], doc)
+    return respond(doc["plan"], doc)
 
 
 @router.post("/memory")
-@_in_request_terms(MemoryRequest, "hardware|parallelism|training|finetune", *MEMORY_TERMS)
+@in_request_terms(MemoryRequest, "hardware|parallelism|training|finetune", *MEMORY_TERMS)
 def memory(req: MemoryRequest) -> PlanResponse:
     """`infraplan memory`: memory per accelerator of one plan, whether it fits, the single
     changes that make it fit; `result` is what `memory --json` prints."""
@@ -372,11 +284,11 @@ def memory(req: MemoryRequest) -> PlanResponse:
 
     model, arch = _model(req)
     scenario = memory_scenario(req, model, catalog_name("accelerator", req.gpu))
-    return _respond(*memory_answer(scenario, arch))
+    return respond(*memory_answer(scenario, arch))
 
 
 @router.post("/models/inspect")
-@_in_request_terms(InspectRequest)
+@in_request_terms(InspectRequest)
 def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
     model NAME --json` prints."""

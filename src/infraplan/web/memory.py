@@ -60,7 +60,7 @@ class MemoryRequest(ModelPick):
         description="all-linear, attention, mlp, or module names (q_proj, ...)")
 
 
-# The library's messages in the request's terms (see api._in_request_terms)
+# The library's messages in the request's terms (see answers.in_request_terms)
 MEMORY_TERMS = (
     (r"\b(?:parallelism|finetune) (sequence_parallel|recompute_fraction|lora_\w+)", r"\1"),
     (r"\bwith method (lora or qlora)", r"with finetune \1"),
