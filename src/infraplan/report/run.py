@@ -20,8 +20,8 @@ def daly_text(daly_s: float, upload_s: float) -> str:
         return "Daly: none needed, no interruption loses work"
     if daly_s >= upload_s:
         return f"Daly {duration_text(daly_s)}"
-    return (f"Daly {duration_text(daly_s)}, raised to the {duration_text(upload_s)} upload: a checkpoint "
-            "cannot start before the last one is uploaded")
+    return (f"Daly {duration_text(daly_s)}, raised to the {duration_text(upload_s)} upload: "
+            "a checkpoint cannot start before the last one is uploaded")
 
 
 def decimals(fractions, least: int = 1) -> int:
