@@ -6,8 +6,8 @@ trial), under each strategy: on-demand, spot (the default SpotModel: 15% of node
 Checkpoints: asynchronous to FSx for Lustre (catalog plan: blocking copy, then the upload);
 restart: reading it back plus 10 minutes to reschedule and re-initialise (an estimate).
 Prices (USD per GPU-hour): on-demand 3.90 (Crusoe's H100 list price), spot 60% off it (the
-SpotModel default), reserved 2.50 (an estimate). Prints a line per strategy and, last, the trials per second of
-the slowest strategy.
+SpotModel default), reserved 2.50 (an estimate). Prints a line per strategy and, last, the
+trials per second of the slowest strategy.
 
     python benchmarks/run_montecarlo.py [--trials N]
 """
