@@ -168,7 +168,7 @@ def test_the_per_million_price_shows_how_it_is_made():
     econ = _items(_section(doc, "Economics"))
     text = econ["cost per million output tokens"]
     m = re.fullmatch(r"\$([\d.]+): \$([\d.]+)/h / \(([\d,]+) output tok/s while requests "
-                     r"arrive x 3,600 s\) x 1e6", text)
+                     r"arrive x 3,600 s\) x 1,000,000", text)
     assert m, text
     price, hourly, rate = float(m[1]), float(m[2]), float(m[3].replace(",", ""))
     assert econ["compute cost per hour"] == f"${hourly:.2f}"

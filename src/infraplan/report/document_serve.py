@@ -133,7 +133,7 @@ def _per_million_basis(summary: dict, hourly_usd: float, month_usd: float,
     steady = summary.get("steady")
     rate = (steady or summary["throughput"])["output_tokens_per_s"]
     when = "while requests arrive" if steady else "over the run"
-    return (f"{usd(hourly_usd)}/h / ({rate:,.0f} output tok/s {when} x 3,600 s) x 1e6")
+    return (f"{usd(hourly_usd)}/h / ({rate:,.0f} output tok/s {when} x 3,600 s) x 1,000,000")
 
 
 def _memory_bar(label: str, replica) -> dict:
@@ -322,8 +322,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             best = plan.best if plan is not None and plan.best is not None else None
             curve = (best.curve_usd_per_million_output
                      if best is not None and best.deployment == dep else
-                     curve_usd_per_million_output(scenario, fig.total_usd(items), summary,
-                                                  base_dir))
+                     curve_usd_per_million_output(scenario, fig.total_usd(items), base_dir))
             per_million = c["usd_per_million_output_tokens"] if curve is None else curve
             hourly = dep.num_gpus * c["usd_per_gpu_hour"]
             econ = [item("compute cost per hour", hourly, usd(hourly)),

@@ -60,10 +60,20 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) 
     if "cost" in s:
         c = s["cost"]
         basis = "while requests arrive" if "steady" in s else "over the run"
-        lines.append(f"cost: ${c['usd_per_million_output_tokens']:,.3f} per million output "
-                     f"tokens at the output rate {basis} (${c['usd_per_gpu_hour']:.2f} per "
-                     f"GPU-hour, {s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''}"
-                     + (f"; {c['price_basis']})" if c.get("price_basis") else ")"))
+        price = (f"${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} "
+                 f"GPU{'s' if s['num_gpus'] > 1 else ''}"
+                 + (f"; {c['price_basis']}" if c.get("price_basis") else ""))
+        simulated = (f"${c['usd_per_million_output_tokens']:,.3f} per million output tokens "
+                     f"at the output rate {basis}")
+        if "curve" in c:  # the simulated hours are not the day: the month's bill is
+            curve = c["curve"]
+            lines += [f"cost: ${curve['usd_per_million_output_tokens']:,.3f} per million "
+                      f"output tokens {CURVE_LABEL}: the month's ${curve['month_usd']:,.0f} "
+                      f"over {curve['month_output_tokens'] / 1e6:,.0f} million output tokens "
+                      f"of a month of the curve ({price})",
+                      f"      (the simulated hours alone: {simulated})"]
+        else:
+            lines.append(f"cost: {simulated} ({price})")
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

@@ -132,6 +132,38 @@ class LengthSpec(SpecModel):
         return self.mean
 
 
+def expected_length(spec: LengthSpec) -> float:
+    """The mean of the lengths `draw_lengths` draws from `spec`: clipped to [min, max].
+
+    fixed and uniform are exact (integers, clipped). A lognormal X clipped to [a, b] has
+    E = a P(X < a) + E[X; a <= X <= b] + b P(X > b), with P(X < c) = Phi((ln c - mu) / s)
+    and E[X; X <= c] = mean Phi((ln c - mu - s^2) / s) (the partial expectation of a
+    lognormal). The draws are also rounded to whole tokens: E[clip(round X)] is a + the sum
+    over k in [a, b) of P(X >= k + 1/2), the midpoint rule of the integral that E[clip X]
+    is, so the two differ by far less than a token for any length a request has."""
+    low, high = spec.min, MAX_TOKENS if spec.max is None else spec.max
+    if spec.kind == "fixed":
+        return float(min(max(spec.value, low), high))
+    if spec.kind == "uniform":
+        n = spec.high - spec.low + 1
+        below = max(0, min(spec.high, low - 1) - spec.low + 1)  # raised to min
+        above = max(0, spec.high - max(spec.low, high + 1) + 1)  # cut to max
+        a, b = max(spec.low, low), min(spec.high, high)
+        inside = (a + b) * (b - a + 1) / 2 if a <= b else 0.0
+        return (below * low + above * high + inside) / n
+    s = spec.sigma
+    mu = math.log(spec.mean) - s**2 / 2
+
+    def phi(z: float) -> float:  # the standard normal CDF
+        return 0.5 * math.erfc(-z / math.sqrt(2))
+
+    def z(c: float) -> float:
+        return (math.log(c) - mu) / s
+
+    partial = spec.mean * (phi(z(high) - s) - phi(z(low) - s))
+    return low * phi(z(low)) + partial + high * (1 - phi(z(high)))
+
+
 def draw_lengths(spec: LengthSpec, rng: np.random.Generator, n: int) -> np.ndarray:
     """n lengths (int64): drawn, rounded half up, clipped to [min, max]."""
     if spec.kind == "fixed":

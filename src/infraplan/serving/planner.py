@@ -232,7 +232,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     for cand in ranked:
         cand.economics = scenario.monthly_economics(cand.deployment)
         cand.curve_usd_per_million_output = curve_usd_per_million_output(
-            scenario, _month_usd(cand), cand.summary, base_dir)
+            scenario, _month_usd(cand), base_dir)
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {three_figures(rate)} requests/s", *scenario.slo.unit_notes(),

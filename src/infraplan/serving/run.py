@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infraplan.errors import InputError
+from infraplan.serving.curve_price import month_output_tokens
 from infraplan.serving.metrics import require_completions, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
@@ -42,9 +43,25 @@ def simulate_scenario(scenario, base_dir: Path | None = None, arch=None,
     summary = summarize(result, slo=scenario.slo.to_slo(), usd_per_gpu_hour=price)
     if "cost" in summary:
         summary["cost"]["price_basis"] = basis  # where the price came from
+        curve = curve_cost(scenario, dep, base_dir)
+        if curve is not None:
+            summary["cost"]["curve"] = curve
     require_completions(summary)
     return {"deployment": dep, "result": result, "summary": summary, "rate_per_s": None,
             "label": "the scenario's deployment", "price_note": note}
+
+
+def curve_cost(scenario, dep, base_dir: Path | None = None) -> dict | None:
+    """A diurnal scenario's price per output token over the whole day's curve: a month of
+    the deployment over a month of the curve's output (curve_price.py). The simulation
+    covers some hours of the day only, so its own $/M prices the load of those hours.
+    None for a constant rate."""
+    tokens = month_output_tokens(scenario, base_dir)
+    if tokens is None:
+        return None
+    month_usd = scenario.monthly_economics(dep)["cost"]["total_usd"]
+    return {"usd_per_million_output_tokens": month_usd / tokens * 1e6,
+            "month_usd": month_usd, "month_output_tokens": tokens}
 
 
 def window_note(scenario, result, capacity: dict) -> list[str]:
