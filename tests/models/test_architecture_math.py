@@ -184,7 +184,7 @@ def test_a_config_without_model_type_is_read_by_its_architectures_class():
         assert without.family == with_type.family == raw["model_type"], path.name
         assert param_counts(without) == param_counts(with_type), path.name
         read += 1
-    assert read == 23
+    assert read == 25
     with pytest.raises(InputError) as err:
         arch_from_config({"architectures": ["BertForMaskedLM"], "hidden_size": 8}, name="x",
                          origin="c.json")
@@ -270,3 +270,16 @@ def test_layer_indices_outside_the_range_are_refused():
                                          r"\[100000000000000000000000000000000000000\.\.\. "
                                          r"\(403 characters\)$"):
         arch_from_config(raw, name="x", origin="config.json")
+
+
+def test_llama_3_is_its_own_row_with_an_8k_context():
+    """'llama-3-8b' resolved to llama-3.1-8b, whose 131,072-token context let a 100,000-token
+    sequence through without a note (session 61's audit); the shapes are the same."""
+    from infraplan.models import load_model, param_counts
+
+    for three, three_one in (("Meta-Llama-3-8B", "llama-3.1-8b"),
+                             ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3.1-70b")):
+        old, new = load_model(three), load_model(three_one)
+        assert old.name.startswith("llama-3-") and old.max_position_embeddings == 8192
+        assert new.max_position_embeddings == 131072
+        assert param_counts(old).total == param_counts(new).total
