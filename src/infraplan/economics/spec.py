@@ -219,11 +219,13 @@ class PlanEconomics:
     usd_per_gpu_hour: float | None
     pricing: str
     missing_price: str = ""  # why there is no cost
+    billed_gpus: int | None = None  # on whole instances: may exceed the GPUs used
 
     def to_json(self) -> dict:
         e = self.energy
         return {"cost": self.cost.to_dict() if self.cost else None,
                 "usd_per_gpu_hour": self.usd_per_gpu_hour, "pricing": self.pricing,
+                "billed_gpus": self.billed_gpus,
                 "missing_price": self.missing_price, "energy_kwh": e.energy_kwh,
                 "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
                 "region": e.region, "energy_formula": e.formula,
@@ -254,4 +256,4 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
                           price_basis=basis, billed_per_used=billed / num_gpus)
-    return PlanEconomics(breakdown, estimate, price, pricing)
+    return PlanEconomics(breakdown, estimate, price, pricing, billed_gpus=billed)

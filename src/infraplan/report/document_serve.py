@@ -394,7 +394,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                       "load", "$/M output tokens" + (f" {CURVE_LABEL}" if any(
                           c.curve_usd_per_million_output is not None for c in plan.ranked)
                           else "")],
-                     [[c.listed(), c.deployment.num_gpus, usd(c.usd_per_hour), ttft, tpot,
+                     [[c.listed(), c.gpus_text(), usd(c.usd_per_hour), ttft, tpot,
                        share_text(c.load_share(plan.rate_per_s)), _per_million(c)]
                       for c, ttft, tpot in zip(plan.ranked, *(  # one unit per column
                           ms_column([c.summary[k]["p99"] for c in plan.ranked])

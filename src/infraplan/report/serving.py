@@ -82,7 +82,7 @@ def plan_report(name: str, plan, seed: int) -> str:
     rows = []
     for c in plan.ranked:
         s = c.summary
-        rows.append([c.listed(), c.deployment.num_gpus, f"${c.usd_per_hour:,.2f}",
+        rows.append([c.listed(), c.gpus_text(), f"${c.usd_per_hour:,.2f}",
                      _ms(s["ttft_s"]["p99"]), _ms(s["tpot_s"]["p99"]),
                      share_text(c.load_share(plan.rate_per_s)),
                      f"${c.usd_per_million_output():,.3f}"])

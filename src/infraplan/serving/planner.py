@@ -65,6 +65,13 @@ class Candidate:
         return (f"{shape} {d.weight_dtype}/kv {d.kv_dtype}"
                 + (f", max_num_seqs {d.max_num_seqs}" if d.max_num_seqs else ""))
 
+    def gpus_text(self) -> str:
+        """The GPUs used, and those billed when whole instances bill more ('6 (8 billed)':
+        3 replicas of 2 on 8-GPU instances cost what 8 GPUs do)."""
+        used = self.deployment.num_gpus
+        billed = (self.economics or {}).get("billed_gpus") or used
+        return f"{used:,}" + (f" ({billed:,} billed)" if billed > used else "")
+
     def usd_per_million_output(self) -> float | None:
         """Over the day's curve when the traffic has one, else at the simulated rate."""
         if self.curve_usd_per_million_output is not None:
