@@ -17,8 +17,23 @@ from infraplan.spec_checks import MAX_WHOLE_NUMBER, shown_value
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the deepest command parsed names its own help (subcommands share this class)
+        self.set_defaults(command_prog=self.prog)
+
     def error(self, message: str):  # one line, no usage dump, exit 2
         self.exit(EXIT_BAD_INPUT, f"error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but a word left over is refused by the command it follows
+        ('infraplan model --help', not 'infraplan --help')."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            prog = getattr(parsed, "command_prog", self.prog)
+            self.exit(EXIT_BAD_INPUT, f"error: unrecognized arguments: {' '.join(extra)} "
+                                      f"(see '{prog} --help')\n")
+        return parsed
 
 
 def _whole_number(low: int, high: int | None = None):

@@ -145,6 +145,16 @@ def run_length(seconds: float, day: str = " d") -> str:
     return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.1f} min"
 
 
+def format_flops(n: float) -> str:
+    """A FLOP count in the largest unit under it, to 2 decimals: 16.08 GFLOP, 2.03 TFLOP
+    (a 1T-parameter model's forward pass printed as 2,029.32 GFLOP)."""
+    for scale, name in [(1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"),
+                        (1e6, "MFLOP")]:
+        if abs(n) >= scale:
+            return f"{n / scale:,.2f} {name}"
+    return f"{n:,.0f} FLOP"
+
+
 def format_count(n: float) -> str:
     """Parameter counts the way papers write them: 70.55B, 12.9M."""
     for scale, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:

@@ -558,3 +558,28 @@ def test_catalog_offers_explain_sized_rows_and_give_per_gpu_prices(capsys):
 def test_catalog_gpu_filter_refuses_what_it_cannot_filter(capsys, argv, fragment):
     code, _, err = run(capsys, "catalog", *argv)
     assert code == 2 and fragment in err and err.count("\n") == 1
+
+
+def test_a_word_left_over_points_to_its_own_commands_help(capsys):
+    """'infraplan model llama-3.1-8b mixtral' pointed to 'infraplan --help', which does not
+    list model's arguments; other errors of model point to its own help."""
+    from infraplan.cli import main
+
+    for argv, prog in ((["model", "llama-3.1-8b", "mixtral"], "infraplan model"),
+                       (["plan", "serve", "x.yaml", "--bogus"], "infraplan plan serve")):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.endswith(f"(see '{prog} --help')\n")
+
+
+def test_the_model_view_scales_its_units():
+    """A 1T-parameter model printed 'forward 2,029.32 GFLOP' and '12,800.0 KiB'."""
+    from infraplan.models import load_model
+    from infraplan.report.model import arch_summary
+
+    text = arch_summary(load_model("megatron-gpt-1t"), 2048)["text"]
+    assert "forward 2.03 TFLOP, training (3x forward) 6.09 TFLOP" in text
+    assert "KV cache per token: 12.5 MiB in bf16, 6.2 MiB in fp8" in text
+    small = arch_summary(load_model("llama-3.1-8b"), 4096)["text"]
+    assert "forward 16.08 GFLOP" in small and "128.0 KiB in bf16, 64.0 KiB in fp8" in small

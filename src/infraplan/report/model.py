@@ -6,7 +6,7 @@ from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes
                               kv_cache_bytes_per_token, load_model, matmul_flops_per_token,
                               param_counts, training_flops_per_sequence)
 from infraplan.training.memory import model_notes
-from infraplan.units import format_count
+from infraplan.units import KiB, MiB, format_count, format_flops
 
 DEFAULT_SEQ_LEN = 4096  # FLOPs per token are quoted at this length, or the model's context
 
@@ -65,7 +65,7 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
         data.update(sliding_window=window, windowed_layers=local,
                     kv_cache_bytes_per_token_beyond_window=beyond)
         lines.append(f"  sliding window of {window:,} tokens on {local} of {arch.num_layers} "
-                     f"layers: past it, a token adds {beyond / 1024:,.1f} KiB in bf16")
+                     f"layers: past it, a token adds {_kib(beyond)} in bf16")
     if moe:
         data["moe"] = {"experts": moe.num_experts, "experts_per_token": moe.experts_per_token,
                        "shared_expert_width": moe.shared.intermediate_size if moe.shared
@@ -84,14 +84,19 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
     lines += [
         f"  embedding {format_count(counts.embedding)}, non-embedding "
         f"{format_count(counts.non_embedding)}",
-        f"FLOPs per token at seq {seq_len} (causal): forward {forward / 1e9:,.2f} GFLOP, "
-        f"training (3x forward) {training / 1e9:,.2f} GFLOP",
-        f"KV cache per token: {kv['bf16'] / 1024:,.1f} KiB in bf16, "
-        f"{kv['fp8'] / 1024:,.1f} KiB in fp8",
+        f"FLOPs per token at seq {seq_len} (causal): forward {format_flops(forward)}, "
+        f"training (3x forward) {format_flops(training)}",
+        f"KV cache per token: {_kib(kv['bf16'])} in bf16, {_kib(kv['fp8'])} in fp8",
     ]
     lines += [f"note: {n}" for n in data["notes"]]
     data["text"] = "\n".join(lines)
     return data
+
+
+def _kib(n_bytes: float) -> str:
+    """Bytes a token caches: KiB to a tenth (128.0 KiB), MiB past 1,024 KiB (12.5 MiB for a
+    1T-parameter MHA model, printed as 12,800.0 KiB)."""
+    return f"{n_bytes / MiB:,.1f} MiB" if n_bytes >= MiB else f"{n_bytes / KiB:,.1f} KiB"
 
 
 def cached_values_per_layer(arch: ModelArch) -> int:
