@@ -26,3 +26,11 @@ def test_the_plans_table_names_gpus_billed_beyond_those_used():
     texts = [Candidate(deployment=d, economics=m).gpus_text()
              for d, m in ((three, month_3), (two, month_2))]
     assert texts == ["6 (8 billed)", "8"]
+
+
+def test_a_billed_count_keeps_the_gpus_column_numeric():
+    from infraplan.report.html import _table
+
+    html = _table({"title": "plans", "columns": ["configuration", "GPUs"],
+                   "rows": [["2 x 4 x h200", "8"], ["3 x 2 x h200", "6 (8 billed)"]]})
+    assert '<td class="num">6 (8 billed)</td>' in html

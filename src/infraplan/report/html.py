@@ -155,8 +155,9 @@ def _anchor(heading: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in heading.lower()).strip("-")
 
 
+# '6 (8 billed)': the GPUs a plan uses and those its whole instances bill
 NUMBER = re.compile(r"[-+]?\$?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|ms|s|days|h|GiB|[kMBT])?"
-                    r"( / [\d,.]+)?")
+                    r"( / [\d,.]+| \([\d,]+ billed\))?")
 
 
 def _looks_numeric(text: str) -> bool:
