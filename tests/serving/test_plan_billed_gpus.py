@@ -1,4 +1,4 @@
-"""Session 61's audit of plan serve's tables: GPUs billed on whole instances are shown."""
+"""plan serve's tables show the GPUs billed on whole instances beside those used (session 61's audit)."""
 
 from __future__ import annotations
 
