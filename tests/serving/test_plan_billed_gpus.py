@@ -1,4 +1,4 @@
-"""plan serve's tables show the GPUs billed on whole instances beside those used (session 61's audit)."""
+"""plan serve's tables show the GPUs billed on whole instances beside those used."""
 
 from __future__ import annotations
 
