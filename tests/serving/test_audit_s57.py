@@ -53,7 +53,7 @@ def test_simulate_serve_says_what_the_refused_requests_do_to_goodput(tmp_path, c
     # the capacity counts only what the engine takes: 2 requests/s of which about half fit
     share = data["capacity"]["utilization"] * data["capacity"]["requests_per_s"] / 2.0
     assert share == pytest.approx(done / 200)
-    assert f"of which it takes {done / 200:.1%}" in data["capacity"]["text"]
+    assert f"; it takes {done / 200:.1%} of them (" in data["capacity"]["text"]
     code, out, _ = _run(tmp_path, capsys, SCENARIO, "simulate", "serve")
     assert f"({done / 200:.1%} of requests; the {dropped:,} dropped count as missed)" in out
     assert f"the latencies below are of the {done:,} completed requests" in out

@@ -55,8 +55,8 @@ def test_capacity_counts_every_replica_and_an_offline_batch_has_no_share():
     assert two["requests_per_s"] == pytest.approx(2 * one, rel=1e-12)
     assert two["utilization"] is None and two["offered_requests_per_s"] is None
     assert two["text"] == f"{2 * one:,.3g} requests/s when saturated"
-    diurnal = capacity_summary(replica, requests, 1, 3.0, "peak")
-    assert "; peak 3 requests/s is " in diurnal["text"]
+    diurnal = capacity_summary(replica, requests, 1, 3.0, "curve peak")
+    assert "; the diurnal curve's peak 3 requests/s is " in diurnal["text"]
 
 
 def test_the_sweep_sustains_the_offered_rate_below_capacity_and_the_capacity_above():

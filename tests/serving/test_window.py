@@ -97,8 +97,10 @@ def test_simulate_serve_says_when_its_window_is_too_short():
     result = simulate(dep, generate(scenario.traffic, seed=0))
     note = short_window_note(result, 0.9)
     assert note.startswith("3,000 requests are too few at 90% of the saturated rate: a run "
-                           "this short sees few of the queue's swings, so its p99 latencies "
-                           "read low. About ")
+                           "this short sees few of the queue's swings, from an empty start, "
+                           "so its p99 latencies may misstate the service's: the light start "
+                           "pulls them low, but a p99 of 3,000 requests rests on its 30 "
+                           "slowest, which can land either side. About ")
     assert "set traffic.num_requests to about " in note
     assert "set traffic.duration_s to about " in short_window_note(result, 0.9, "duration_s")
     assert "pinning them down takes over 100,000 requests" in short_window_note(result, 0.99)

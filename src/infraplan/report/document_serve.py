@@ -248,7 +248,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
         offered, what = offered_load(scenario, base_dir, rate)
         capacity = capacity_summary(result.replica, result.requests, dep.replicas,
                                     offered, what, sim.get("capacity_per_replica_s"),
-                                    accepted_share(summary))
+                                    accepted_share(summary), sim["rate_per_s"])
         if sweep and rate is not None and math.isfinite(rate):
             points = load_sweep(scenario, sim, rate, base_dir, max_requests=sweep_requests,
                                 capacity_per_s=capacity["requests_per_s"])

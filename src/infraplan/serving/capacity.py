@@ -85,33 +85,85 @@ def idle_latency(resolved: ResolvedReplica, requests: Requests) -> dict:
     return summarize(alone)
 
 
+def stream_rate_per_s(requests: Requests) -> float | None:
+    """The rate a run was offered: its requests after the first over the span of their
+    arrivals ((n - 1) / span, the gaps' mean inverted); None when they all arrive at once
+    (an offline batch) or there are fewer than two."""
+    n = len(requests)
+    span_s = float(requests.arrival_s.max() - requests.arrival_s.min()) if n else 0.0
+    return (n - 1) / span_s if n > 1 and span_s > 0 else None
+
+
+# How capacity_summary names a planning rate (offered_load's `what`) and, when that rate
+# is not the one simulated, the run's own rate
+PLANNED = {"offered": "offered", "peak": "the planned peak (peak_rate_per_s)",
+           "curve peak": "the diurnal curve's peak"}
+SIMULATED = {"peak": "the simulated stream's arrivals come at",
+             "curve peak": "the simulated hours' arrivals come at"}
+
+
+def _part(share: float) -> str:
+    return f"{share:.0%}" if share >= 0.005 else "under 1%"
+
+
+def _load_clause(head: str, rate: float, taken: float, capacity: float,
+                 link: str = " is") -> str:
+    """'<head> R requests/s is S% of it', or with refusals: what it takes of R, apart."""
+    share = rate * taken / capacity
+    grows = "" if share < 1 else ", more than it completes: the queue grows"
+    if taken >= 1:
+        return f"{head} {three_figures(rate)} requests/s{link} {_part(share)} of it{grows}"
+    return (f"{head} {three_figures(rate)} requests/s; it takes {taken:.1%} of them "
+            f"({three_figures(rate * taken)} requests/s) and refuses the rest; what it "
+            f"takes is {_part(share)} of the saturated rate{grows}")
+
+
 def capacity_summary(resolved: ResolvedReplica, requests: Requests, replicas: int,
                      offered_per_s: float, what: str = "offered",
-                     per_replica_s: float | None = None, accepted_share: float = 1.0) -> dict:
+                     per_replica_s: float | None = None, accepted_share: float = 1.0,
+                     simulated_per_s: float | None = None) -> dict:
     """The most requests a second the deployment completes on the stream's lengths (each
     replica's saturated rate times the replicas: a router keeps every one busy while a
     queue waits), and the share of it the traffic asks for (utilisation; none for an
-    offline batch, which has no rate). `per_replica_s`: the saturated rate when the caller
-    measured it already (the planner, for its candidates). `accepted_share`: the share of
-    the requests the engine takes (the run's completed over completed and refused): the
-    refused ones leave at once, so only the rest load it."""
+    offline batch, which has no rate). `what` names `offered_per_s` (offered_load's:
+    'offered' for the stream's own mean, 'peak' for peak_rate_per_s, 'curve peak' for a
+    diurnal curve's top). `per_replica_s`: the saturated rate when the caller measured it
+    already (the planner, for its candidates). `accepted_share`: the share of the requests
+    the engine takes (the run's completed over completed and refused): the refused ones
+    leave at once, so only the rest load it.
+
+    A planned peak is not what a run of the scenario's own traffic was offered:
+    `simulated_per_s` (default: the rate of `requests`' arrivals, stream_rate_per_s) gives
+    that run's load ('simulated_utilization'), which judges its window (window.py), and the
+    text states both. With 'offered' the two are one."""
     if per_replica_s is None:
         per_replica_s = saturated_requests_per_s(resolved, requests)
     capacity = replicas * per_replica_s
     rated = math.isfinite(offered_per_s) and capacity > 0
-    accepted_per_s = offered_per_s * accepted_share
-    share = accepted_per_s / capacity if rated else None
+    share = offered_per_s * accepted_share / capacity if rated else None
+    if what == "offered":
+        simulated_per_s = offered_per_s
+    elif simulated_per_s is None:
+        simulated_per_s = stream_rate_per_s(requests)
+    sim_share = (simulated_per_s * accepted_share / capacity
+                 if rated and simulated_per_s is not None else None)
     text = f"{three_figures(capacity)} requests/s when saturated"
-    if share is not None:
-        asked = f"{what} {three_figures(offered_per_s)} requests/s"
-        if accepted_share < 1:  # of which only the ones it holds load it
-            asked += (f", of which it takes {accepted_share:.1%} ({three_figures(accepted_per_s)} "
-                      "requests/s; it refuses the rest),")
-        part = f"{share:.0%}" if share >= 0.005 else "under 1%"
-        text += (f"; {asked} is {part} of it"
-                 + ("" if share < 1 else ", more than it completes: the queue grows"))
+    one_rate = what == "offered" or sim_share is None or math.isclose(
+        simulated_per_s, offered_per_s)  # a run at the planning rate (the report's plan)
+    if share is not None and one_rate:
+        text += "; " + _load_clause(PLANNED[what], offered_per_s, accepted_share, capacity)
+    elif share is not None:  # the run's own load first, then the planned peak's
+        text += "; " + _load_clause(SIMULATED[what], simulated_per_s, accepted_share, capacity,
+                                     ",")
+        peak = f"{PLANNED[what]} of {three_figures(offered_per_s)} requests/s"
+        text += (f"; {peak} would be {_part(share)} of it" if accepted_share >= 1 else
+                 f"; at {peak} it would take {three_figures(offered_per_s * accepted_share)} "
+                 f"requests/s, {_part(share)} of the saturated rate")
+        text += "" if share < 1 else ", more than it completes: the queue would grow"
     return {"requests_per_s": capacity, "offered_requests_per_s": offered_per_s if rated
-            else None, "utilization": share, "text": text}
+            else None, "utilization": share,
+            "simulated_requests_per_s": simulated_per_s if rated else None,
+            "simulated_utilization": sim_share, "text": text}
 
 
 def accepted_share(summary: dict) -> float:

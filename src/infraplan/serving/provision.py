@@ -33,14 +33,16 @@ CONFIRMED = 3  # cheapest candidates re-simulated as whole deployments
 def offered_load(scenario: ServeScenario, base_dir: Path | None,
                  rate_per_s: float | None = None) -> tuple[float, str]:
     """(the rate a deployment must sustain, what it is: 'offered' for a steady stream's
-    mean, 'peak' for a diurnal curve's top or the scenario's peak_rate_per_s); inf for an
+    mean, 'peak' for the scenario's peak_rate_per_s, 'curve peak' for a diurnal curve's
+    top: capacity_summary's names); inf for an
     offline batch. `rate_per_s`: the planning rate when the caller has it already (a
     trace's is read from its file)."""
     if scenario.traffic.arrival.kind == "offline" and not scenario.peak_rate_per_s:
         return math.inf, "offered"
-    peak = scenario.peak_rate_per_s or scenario.traffic.arrival.kind == "diurnal"
     rate = planning_rate(scenario, base_dir) if rate_per_s is None else rate_per_s
-    return rate, "peak" if peak else "offered"
+    if scenario.peak_rate_per_s:
+        return rate, "peak"
+    return rate, "curve peak" if scenario.traffic.arrival.kind == "diurnal" else "offered"
 
 
 def planning_rate(scenario: ServeScenario, base_dir: Path | None) -> float:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from infraplan.errors import InputError
 from infraplan.serving.curve_price import month_output_tokens
 from infraplan.serving.metrics import require_completions, summarize
 from infraplan.serving.simulate import simulate
-from infraplan.serving.traffic import generate
+from infraplan.serving.traffic import HOUR_S, generate, rates_at
 from infraplan.serving.window import short_window_note
 
 
@@ -64,16 +66,38 @@ def curve_cost(scenario, dep, base_dir: Path | None = None) -> dict | None:
             "month_usd": month_usd, "month_output_tokens": tokens}
 
 
+# A diurnal run whose arrival rate, over the hours it covers, stays within this ratio of its
+# lowest is judged as a stationary stream at its mean rate: the window formulas (window.py)
+# assume one load, and a rate within 10% moves the M/M/1 window need at 70% load by under
+# a third, less than the WINDOW_SLACK-rounded count it prints would show.
+FLAT_RATIO = 1.1
+
+
 def window_note(scenario, result, capacity: dict) -> list[str]:
-    """[short_window_note's] for a stationary stream simulated too briefly for its load
-    (capacity_summary's utilisation), else []."""
+    """[short_window_note's] for a stream simulated too briefly for the load it was offered
+    (capacity_summary's simulated_utilization: the run's own rate, not a planned peak it
+    did not simulate), else []. A diurnal run counts when its hours are flat enough
+    (FLAT_RATIO) to be a stationary stream; one spanning the curve's changes has no single
+    load to judge its window by."""
     traffic = scenario.traffic
-    if traffic.arrival.kind not in ("poisson", "gamma", "trace"):
+    kind = traffic.arrival.kind
+    if kind not in ("poisson", "gamma", "trace", "diurnal") or (
+            kind == "diurnal" and not _flat_hours(traffic.arrival, result.requests)):
         return []
-    length = ("trace" if traffic.arrival.kind == "trace" else
+    length = ("trace" if kind == "trace" else
               "duration_s" if traffic.duration_s is not None else "num_requests")
-    short = short_window_note(result, capacity["utilization"], length)
+    short = short_window_note(result, capacity["simulated_utilization"], length)
     return [short] if short else []
+
+
+def _flat_hours(arrival, requests) -> bool:
+    """The diurnal curve's rate over the run's arrivals (seconds from its start_hour) varies
+    within FLAT_RATIO."""
+    if not len(requests):
+        return False
+    t_s = arrival.start_hour * HOUR_S + np.linspace(0.0, float(requests.arrival_s.max()), 257)
+    rates = rates_at(arrival, t_s)
+    return bool(rates.min() > 0 and rates.max() <= FLAT_RATIO * rates.min())
 
 
 def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = True) -> dict:
