@@ -97,8 +97,8 @@ def run_simulate_serve(args) -> int:
                 lambda: simulation_report(scenario.name or scenario.model, describe, data,
                                           data["notes"][1:] if warning else data["notes"],
                                           warning=warning),
-                lambda: f"{dropped}{rate:,.0f} output tok/s {basis}, p99 TTFT "
-                f"{duration_text(data['ttft_s']['p99'])}, p99 TPOT "
+                lambda: f"seed {scenario.seed}: {dropped}{rate:,.0f} output tok/s {basis}, "
+                f"p99 TTFT {duration_text(data['ttft_s']['p99'])}, p99 TPOT "
                 f"{duration_text(data['tpot_s']['p99'])}, " + (
                     f"{data['slo_attainment']:.1%} within SLOs" if data["slo"] else
-                    "no SLO set") + f"; seed {scenario.seed}")
+                    "no SLO set"))
