@@ -57,8 +57,10 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
+    from infraplan.report.document import duration_text
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import accepted_share, capacity_summary
+    from infraplan.serving.metrics import dropped_warning
     from infraplan.serving.provision import offered_load
     from infraplan.serving.run import simulate_scenario, simulation_json
 
@@ -70,16 +72,33 @@ def run_simulate_serve(args) -> int:
                                 *offered_load(scenario, base),
                                 accepted_share=accepted_share(sim["summary"]))
     data = simulation_json(scenario, sim, capacity)
+    requests = sim["result"].requests
+    warning = dropped_warning(sim["summary"], float(
+        (requests.input_tokens + requests.output_tokens).mean()))
+    if warning:  # the run's figures are of the few requests that completed: say so first
+        data["notes"].insert(0, warning)
+    # a static batch runs batch_size sequences whatever max_num_seqs allows
+    batching = (f"static batches of {dep.batch_size:,}" if dep.batching == "static" else
+                f"max_num_seqs {r.max_num_seqs}")
     describe = (f"{r.arch.name} on {dep.shape(r.gpu.name)}, {dep.engine}, "
                 f"weights {dep.weight_dtype}, KV {data['deployment']['kv_dtype']}"
-                f"{dep.speculation()}, "
-                f"max_num_seqs {r.max_num_seqs}, max_num_batched_tokens "
-                f"{r.max_num_batched_tokens}; seed {scenario.seed}")
+                f"{dep.speculation()}, {batching}, max_num_batched_tokens "
+                f"{r.max_num_batched_tokens}"
+                + (" (continuous batching)" if dep.batching != "static" else "")
+                + f"; seed {scenario.seed}")
+    # the report's headline figure: the output rate while requests arrive (the cost's),
+    # else over the whole run
+    rate, basis = ((data["steady"]["output_tokens_per_s"], "while requests arrive")
+                   if "steady" in data else
+                   (data["throughput"]["output_tokens_per_s"], "over the run"))
+    dropped = (f"{data['dropped']:,} of {data['requests']:,} requests dropped "
+               f"({data['dropped'] / data['requests']:.0%}); " if data["dropped"] else "")
     return emit(args, "simulate_serve", data,
                 lambda: simulation_report(scenario.name or scenario.model, describe, data,
-                                          data["notes"]),
-                lambda: f"{data['throughput']['output_tokens_per_s']:,.0f} output tok/s, "
-                f"p99 TTFT {data['ttft_s']['p99']:.3g} s, p99 TPOT "
-                f"{data['tpot_s']['p99']:.3g} s, " + (
+                                          data["notes"][1:] if warning else data["notes"],
+                                          warning=warning),
+                lambda: f"seed {scenario.seed}: {dropped}{rate:,.0f} output tok/s {basis}, "
+                f"p99 TTFT {duration_text(data['ttft_s']['p99'])}, p99 TPOT "
+                f"{duration_text(data['tpot_s']['p99'])}, " + (
                     f"{data['slo_attainment']:.1%} within SLOs" if data["slo"] else
                     "no SLO set"))

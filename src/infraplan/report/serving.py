@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
 from infraplan.serving.curve_price import CURVE_LABEL
@@ -20,12 +21,20 @@ def share_text(value: float | None) -> str:
 
 
 def _ms(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds * 1e3:,.1f} ms"
+    """'964.3 ms' below 10 s; past that, a unit that suits it ('81.8 min', not
+    '4,908,236.6 ms'); '-' for a latency there is none of (NaN, or inf: none completed)."""
+    if not math.isfinite(seconds):
+        return "-"
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else duration_text(seconds)
 
 
-def simulation_report(name: str, describe: str, s: dict, notes: list[str] = ()) -> str:
+def simulation_report(name: str, describe: str, s: dict, notes: list[str] = (),
+                      warning: str | None = None) -> str:
+    """`warning`: what makes the run's figures unrepresentative (most requests dropped),
+    shown under the headline."""
     t, kv = s["throughput"], s["kv_cache"]
     lines = [f"{name}: {describe}",
+             *([f"WARNING: {warning}"] if warning else []),
              f"requests {s['requests']:,}: completed {s['completed']:,}, dropped "
              f"{s['dropped']:,}, preemptions {s['preemptions']:,}; makespan "
              f"{s['makespan_s']:,.1f} s, {format_count(s['steps'])} engine steps",

@@ -143,8 +143,20 @@ class Deployment(SpecModel):
 
     @model_validator(mode="after")
     def _static_needs_batch(self):
+        """batch_size with static batching only, and within max_num_seqs (the step
+        tables' rows: a larger batch has sequences the engine has no slot for)."""
         if self.batching == "static" and self.batch_size is None:
-            raise FieldError("batch_size", "is required when batching is 'static'")
+            raise FieldError("batch_size", "is required when batching is 'static'",
+                             fix="set batch_size (requests per batch)")
+        if self.batching != "static" and self.batch_size is not None:
+            raise FieldError("batch_size", "applies only to batching: static",
+                             fix="add batching: static, or leave batch_size out")
+        if self.batching == "static" and self.batch_size > (self.max_num_seqs or self.batch_size):
+            raise FieldError("batch_size", f"{self.batch_size:,} is more than max_num_seqs "
+                             f"{self.max_num_seqs:,}: the engine runs at most max_num_seqs "
+                             "sequences at once", fix=f"lower batch_size to "
+                             f"{self.max_num_seqs:,}, or leave max_num_seqs out (a static "
+                             "batch sets it)")
         return self
 
     @model_validator(mode="after")

@@ -214,12 +214,34 @@ REFUSAL_FIXES = {
 }
 
 
+def _refusal_fixes(summary: dict) -> str | None:
+    """The fixes of the reasons requests were refused, in their order."""
+    fixes = [fix for why in summary["dropped_by_reason"]
+             for start, fix in REFUSAL_FIXES.items() if why.startswith(start)]
+    return "; or ".join(dict.fromkeys(fixes)) or None
+
+
+def dropped_warning(summary: dict, mean_request_tokens: float) -> str | None:
+    """The warning a run that dropped most of its requests leads with (None when most
+    completed): its latencies and throughput describe the few that completed. Requests
+    refused by the KV cache compare the cache with the mean request (prompt + output)."""
+    dropped, total = summary["dropped"], summary["requests"]
+    if 2 * dropped <= total:
+        return None
+    text = (f"{dropped:,} of {total:,} requests ({dropped / total:.0%}) were dropped, so the "
+            f"figures describe the {summary['completed']:,} that completed: "
+            f"{dropped_reasons(summary)}")
+    if REFUSED_KV in summary["dropped_by_reason"]:
+        text += (f" ({summary['kv_cache']['capacity_tokens']:,} tokens a replica; the mean "
+                 f"request, prompt + output, needs {mean_request_tokens:,.0f})")
+    fix = _refusal_fixes(summary)
+    return text + (f"; to fix: {fix}" if fix else "")
+
+
 def require_completions(summary: dict) -> None:
     """An InputError when no request completed: every one was refused (too long for the
     context, the KV cache or an unchunked prefill), so there is nothing to report. The fix
     answers the reasons given, in their order."""
     if summary["completed"] == 0:
-        fixes = [fix for why in summary["dropped_by_reason"]
-                 for start, fix in REFUSAL_FIXES.items() if why.startswith(start)]
         raise InputError(f"no request completed: {dropped_reasons(summary)}",
-                         fix="; or ".join(dict.fromkeys(fixes)) or None)
+                         fix=_refusal_fixes(summary))

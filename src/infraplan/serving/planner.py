@@ -22,7 +22,8 @@ from infraplan.serving.nearby import runnable_nearby
 from infraplan.serving.provision import (confirm_cheapest, fewest_replicas, planning_rate,
                                          violations)
 from infraplan.serving.scenario import ServeScenario
-from infraplan.serving.search_space import search_grid, searched_prices, with_stored_format
+from infraplan.serving.search_space import (ignored_deployment_note, search_grid,
+                                            searched_prices, with_stored_format)
 from infraplan.serving.traffic import generate, mean_rate_per_s
 from infraplan.serving.window import fewest_settling, stationary_stream
 from infraplan.units import three_figures
@@ -243,7 +244,7 @@ def plan_serving(scenario: ServeScenario, *, base_dir: Path | None = None,
     if scenario.budget_usd_per_month is not None:
         ranked, rejected = _within_budget(ranked, rejected, scenario.budget_usd_per_month)
     notes = [f"planned for {three_figures(rate)} requests/s", *scenario.slo.unit_notes(),
-             *stored_note, *uncounted_notes(arch)]
+             *stored_note, *uncounted_notes(arch), *ignored_deployment_note(scenario, arch)]
     if fp16_gpus:
         notes.append(f"{' and '.join(fp16_gpus)} {'have' if len(fp16_gpus) > 1 else 'has'} "
                      "no bf16: the searched bf16 formats run there as fp16, as an engine "

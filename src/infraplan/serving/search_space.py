@@ -9,6 +9,7 @@ from infraplan.catalog import accelerator
 from infraplan.errors import InputError
 from infraplan.serving.quantization import (CHECKPOINT_FORMAT, checkpoint_weight_dtype,
                                             sixteen_bit)
+from infraplan.serving.lengths import SpecModel
 from infraplan.serving.scenario import ServeScenario
 
 
@@ -34,6 +35,35 @@ def with_stored_format(scenario: ServeScenario, arch) -> tuple[ServeScenario, li
                 "set search.weight_dtypes to choose")
     space = space.model_copy(update={"weight_dtypes": formats})
     return scenario.model_copy(update={"search": space}), [note]
+
+
+SEARCHED = ("gpus", "tp", "weight_dtypes", "kv_dtypes", "engine", "max_num_seqs",
+            "max_replicas")
+
+
+def ignored_deployment_note(scenario: ServeScenario, arch) -> list[str]:
+    """A note naming the deployment: keys plan serve does not use, when there are any: it
+    builds each candidate from search: alone (with the engine's defaults elsewhere). A
+    key whose value the search covers anyway (the gpu among search.gpus) is not named;
+    replicas never are (the plan sizes them)."""
+    if not scenario.deployment or scenario.search is None:
+        return []
+    dep, space = scenario.deployment_spec(arch), scenario.search
+    covered = {"replicas": True,
+               "gpu": accelerator(dep.gpu).name in space.gpus,
+               "tp": dep.tp in space.tp,
+               "weight_dtype": dep.weight_dtype in space.weight_dtypes,
+               "kv_dtype": dep.kv_dtype in space.kv_dtypes,
+               "engine": dep.engine == space.engine,
+               "max_num_seqs": dep.max_num_seqs in (space.max_num_seqs or ())}
+    ignored = [key if isinstance(getattr(dep, key), SpecModel) else
+               f"{key}: {str(getattr(dep, key)).lower()}"  # as YAML writes it: true, fp8
+               for key in scenario.deployment if not covered.get(key, False)]
+    if not ignored:
+        return []
+    return [f"deployment: is what simulate serve runs; plan serve searches search: "
+            f"({', '.join(SEARCHED)}) with the engine's defaults for the rest, and ignores "
+            f"deployment's {', '.join(ignored)}"]
 
 
 def search_grid(space, seqs) -> tuple[list[tuple], list[str]]:

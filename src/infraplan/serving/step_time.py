@@ -116,11 +116,21 @@ class StepModel:
             else self.host_s_per_sequence * samples
         return max(gpu, floor)
 
+    def linear(self, tokens: int) -> float:
+        """linear_s[tokens]; past the table (a step larger than max_num_batched_tokens: a
+        preempted prompt recomputed alone without chunked prefill), its last slope carries
+        on, the GEMMs being compute-bound there."""
+        table = self.linear_s
+        top = len(table) - 1
+        if tokens <= top:
+            return table[tokens]
+        return table[top] + (tokens - top) * (table[top] - table[top - 1])
+
     def _gpu_time(self, prefill_tokens: int, n_decode: int, samples: int,
                   prefill_pairs: float, decode_ctx: float) -> float:
         spec = self.speculation
         if spec is None or n_decode == 0:
-            return (self.linear_s[prefill_tokens + n_decode] + self.head_s[samples]
+            return (self.linear(prefill_tokens + n_decode) + self.head_s[samples]
                     + self.prefill_s_per_pair * prefill_pairs
                     + self.decode_s_per_token * decode_ctx + self.overhead_s
                     + self.overhead_s_per_sequence * samples)
@@ -128,7 +138,7 @@ class StepModel:
         if prefill_tokens == 0:
             return a + b * decode_ctx
         # a mixed step: the prefill part beside a speculative decode step (not divided by tau)
-        return (a + b * decode_ctx) * spec.tokens_per_step + self.linear_s[prefill_tokens] \
+        return (a + b * decode_ctx) * spec.tokens_per_step + self.linear(prefill_tokens) \
             + self.prefill_s_per_pair * prefill_pairs
 
     def decode_coefficients(self, n: int) -> tuple[float, float]:
