@@ -130,7 +130,11 @@ class StepModel:
                   prefill_pairs: float, decode_ctx: float) -> float:
         spec = self.speculation
         if spec is None or n_decode == 0:
-            return (self.linear(prefill_tokens + n_decode) + self.head_s[samples]
+            try:  # the table's entry; past it, linear() (an index is the hot path here)
+                linear = self.linear_s[prefill_tokens + n_decode]
+            except IndexError:
+                linear = self.linear(prefill_tokens + n_decode)
+            return (linear + self.head_s[samples]
                     + self.prefill_s_per_pair * prefill_pairs
                     + self.decode_s_per_token * decode_ctx + self.overhead_s
                     + self.overhead_s_per_sequence * samples)
