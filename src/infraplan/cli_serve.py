@@ -60,9 +60,8 @@ def run_simulate_serve(args) -> int:
     from infraplan.report.document import duration_text
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import accepted_share, capacity_summary
-    from infraplan.serving.metrics import dropped_warning
     from infraplan.serving.provision import offered_load
-    from infraplan.serving.run import simulate_scenario, simulation_json
+    from infraplan.serving.run import dropped_note, simulate_scenario, simulation_json
 
     scenario, base = _load_serve(args)
     with progress(args, "simulating requests") as tick:
@@ -71,12 +70,8 @@ def run_simulate_serve(args) -> int:
     capacity = capacity_summary(r, sim["result"].requests, dep.replicas,
                                 *offered_load(scenario, base),
                                 accepted_share=accepted_share(sim["summary"]))
-    data = simulation_json(scenario, sim, capacity)
-    requests = sim["result"].requests
-    warning = dropped_warning(sim["summary"], float(
-        (requests.input_tokens + requests.output_tokens).mean()))
-    if warning:  # the run's figures are of the few requests that completed: say so first
-        data["notes"].insert(0, warning)
+    data = simulation_json(scenario, sim, capacity)  # its first note: dropped_note's
+    warning = dropped_note(sim)
     # a static batch runs batch_size sequences whatever max_num_seqs allows
     batching = (f"static batches of {dep.batch_size:,}" if dep.batching == "static" else
                 f"max_num_seqs {r.max_num_seqs}")

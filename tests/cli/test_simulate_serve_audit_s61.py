@@ -77,3 +77,21 @@ def test_quiet_and_report_show_long_latencies_in_a_unit_that_suits_them(tmp_path
     assert re.match(r"seed 0: [\d,]+ output tok/s (while requests arrive|over the run), p99 "
                     r"TTFT [\d.]+ (min|h), p99 TPOT [\d.]+ ms, 0\.0% within SLOs$",
                     quiet.strip())
+
+
+def test_the_report_and_the_library_json_lead_with_the_dropped_warning(tmp_path):
+    """The warning was the CLI's alone: the report (and the web page, which shares its
+    document) showed 'completed 20' without it."""
+    import yaml
+
+    from infraplan.report.document_serve import serving_document
+    from infraplan.serving.scenario import ServeScenario
+
+    path = _scenario(tmp_path, "serve-llama70b-diurnal.yaml",
+                     "{gpu: h100, tp: 1, weight_dtype: fp8}", 200)
+    scenario = ServeScenario.model_validate(yaml.safe_load(Path(path).read_text()))
+    doc = serving_document(scenario, plan=False, sweep=False)
+    scale = next(s for s in doc["sections"] if s["heading"] == "Scale")
+    warnings = [p for p in scale["paragraphs"] if p.startswith("WARNING: ")]
+    assert len(warnings) == 1 and "were dropped" in warnings[0]
+    assert doc["simulation"]["notes"][0] == warnings[0].removeprefix("WARNING: ")

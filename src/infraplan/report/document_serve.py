@@ -24,8 +24,8 @@ from infraplan.serving.metrics import dropped_reasons, latencies, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
-from infraplan.serving.run import price_or_note, simulate_scenario, simulation_json, \
-    window_note
+from infraplan.serving.run import dropped_note, price_or_note, simulate_scenario, \
+    simulation_json, window_note
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 from infraplan.serving.window import settles, simulate_steady
@@ -268,6 +268,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             # format; a lone simulation names them here. Which hours of a diurnal curve the
             # scenario's own run covers is said whenever that run is the one shown.
             paragraphs=[f"Simulated: {sim['label']}.",
+                        *(f"WARNING: {w}" for w in [dropped_note(sim)] if w),
                         *(scenario.simulation_notes(result.requests, result.replica.arch)
                           if plan is None else scenario.window_notes(result.requests)
                           if sim["rate_per_s"] is None else ()),

@@ -15,7 +15,7 @@ import numpy as np
 
 from infraplan.errors import InputError
 from infraplan.serving.curve_price import month_output_tokens
-from infraplan.serving.metrics import require_completions, summarize
+from infraplan.serving.metrics import dropped_warning, require_completions, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import HOUR_S, generate, rates_at
 from infraplan.serving.window import short_window_note
@@ -73,6 +73,14 @@ def curve_cost(scenario, dep, base_dir: Path | None = None) -> dict | None:
 FLAT_RATIO = 1.1
 
 
+def dropped_note(sim: dict) -> str | None:
+    """metrics.dropped_warning of a simulate_scenario run: when most of its requests were
+    dropped, what its figures describe and why (None otherwise)."""
+    requests = sim["result"].requests
+    return dropped_warning(sim["summary"], float(
+        (requests.input_tokens + requests.output_tokens).mean()))
+
+
 def window_note(scenario, result, capacity: dict) -> list[str]:
     """[short_window_note's] for a stream simulated too briefly for the load it was offered
     (capacity_summary's simulated_utilization: the run's own rate, not a planned peak it
@@ -106,7 +114,9 @@ def simulation_json(scenario, sim: dict, capacity: dict, *, timeline: bool = Tru
     them) and, with `timeline`, the deployment's queue, running sequences and KV blocks in
     use over time (simulate._merge_timelines)."""
     result = sim["result"]
-    notes = scenario.simulation_notes(result.requests, result.replica.arch)
+    warning = dropped_note(sim)  # the run's figures are of the few that completed: first
+    notes = [warning] if warning else []
+    notes += scenario.simulation_notes(result.requests, result.replica.arch)
     notes += window_note(scenario, result, capacity)
     if sim["price_note"]:
         notes.append(f"no cost: {sim['price_note']}")
