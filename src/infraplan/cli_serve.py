@@ -60,6 +60,7 @@ def run_simulate_serve(args) -> int:
     from infraplan.report.document import duration_text
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import accepted_share, capacity_summary
+    from infraplan.serving.metrics import output_rate
     from infraplan.serving.provision import offered_load
     from infraplan.serving.run import dropped_note, simulate_scenario, simulation_json
 
@@ -81,11 +82,7 @@ def run_simulate_serve(args) -> int:
                 f"{r.max_num_batched_tokens}"
                 + (" (continuous batching)" if dep.batching != "static" else "")
                 + f"; seed {scenario.seed}")
-    # the report's headline figure: the output rate while requests arrive (the cost's),
-    # else over the whole run
-    rate, basis = ((data["steady"]["output_tokens_per_s"], "while requests arrive")
-                   if "steady" in data else
-                   (data["throughput"]["output_tokens_per_s"], "over the run"))
+    rate, basis = output_rate(data)  # the report's headline figure, the cost's
     dropped = (f"{data['dropped']:,} of {data['requests']:,} requests dropped "
                f"({data['dropped'] / data['requests']:.0%}); " if data["dropped"] else "")
     return emit(args, "simulate_serve", data,

@@ -20,7 +20,7 @@ from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.report.training import grid_lines
 from infraplan.serving.capacity import accepted_share, capacity_summary
 from infraplan.serving.curve_price import CURVE_LABEL, curve_usd_per_million_output
-from infraplan.serving.metrics import dropped_reasons, latencies, summarize
+from infraplan.serving.metrics import dropped_reasons, latencies, output_rate, summarize
 from infraplan.serving.nearby import nearby_list
 from infraplan.serving.planner import plan_serving
 from infraplan.serving.provision import offered_load, planning_rate, violations
@@ -130,9 +130,7 @@ def _per_million_basis(summary: dict, hourly_usd: float, month_usd: float,
     if curve is not None:
         return (f"the month's {usd(month_usd)} over {month_usd / curve:,.0f} million output "
                 "tokens of a month of the curve")
-    steady = summary.get("steady")
-    rate = (steady or summary["throughput"])["output_tokens_per_s"]
-    when = "while requests arrive" if steady else "over the run"
+    rate, when = output_rate(summary)
     return (f"{usd(hourly_usd)}/h / ({rate:,.0f} output tok/s {when} x 3,600 s) x 1,000,000")
 
 

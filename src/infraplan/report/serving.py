@@ -8,6 +8,7 @@ from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
 from infraplan.serving.curve_price import CURVE_LABEL
+from infraplan.serving.metrics import output_rate
 from infraplan.units import format_count
 
 LOAD_NOTE = ("Load: the planning rate as a share of what the replicas complete saturated; "
@@ -68,7 +69,7 @@ def simulation_report(name: str, describe: str, s: dict, notes: list[str] = (),
                      "in one queue")
     if "cost" in s:
         c = s["cost"]
-        basis = "while requests arrive" if "steady" in s else "over the run"
+        basis = output_rate(s)[1]
         price = (f"${c['usd_per_gpu_hour']:.2f} per GPU-hour, {s['num_gpus']} "
                  f"GPU{'s' if s['num_gpus'] > 1 else ''}"
                  + (f"; {c['price_basis']}" if c.get("price_basis") else ""))

@@ -35,9 +35,18 @@ def month_output_tokens(scenario, base_dir: Path | None = None) -> float | None:
             * SECONDS_PER_MONTH)
 
 
+def curve_price(scenario, month_usd: float, base_dir: Path | None = None) -> dict | None:
+    """A month's cost over the output tokens of a month of the scenario's diurnal curve,
+    per million, with the two figures it divides (None: a constant rate)."""
+    tokens = month_output_tokens(scenario, base_dir)
+    if tokens is None:
+        return None
+    return {"usd_per_million_output_tokens": month_usd / tokens * 1e6,
+            "month_usd": month_usd, "month_output_tokens": tokens}
+
+
 def curve_usd_per_million_output(scenario, month_usd: float,
                                  base_dir: Path | None = None) -> float | None:
-    """A month's cost over the output tokens of a month of the scenario's diurnal curve,
-    per million (None: a constant rate)."""
-    tokens = month_output_tokens(scenario, base_dir)
-    return None if tokens is None else month_usd / tokens * 1e6
+    """curve_price's $/M output tokens alone."""
+    price = curve_price(scenario, month_usd, base_dir)
+    return None if price is None else price["usd_per_million_output_tokens"]

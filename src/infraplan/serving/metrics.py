@@ -186,6 +186,14 @@ def summarize(res: SimResult, *, slo: Slo | None = None,
     return summary
 
 
+def output_rate(summary: dict) -> tuple[float, str]:
+    """(output tokens per second, its basis): while requests arrive (steady_rates, what the
+    cost is priced at), else over the whole run."""
+    if "steady" in summary:
+        return summary["steady"]["output_tokens_per_s"], "while requests arrive"
+    return summary["throughput"]["output_tokens_per_s"], "over the run"
+
+
 def engine_steps(res: SimResult) -> int:
     """The engines' iterations. Under speculative decoding the simulator steps one
     generated token at a time, at the iteration's time over the tokens it yields

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from infraplan.errors import InputError
-from infraplan.serving.curve_price import month_output_tokens
+from infraplan.serving.curve_price import curve_price
 from infraplan.serving.metrics import dropped_warning, require_completions, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import HOUR_S, generate, rates_at
@@ -58,12 +58,10 @@ def curve_cost(scenario, dep, base_dir: Path | None = None) -> dict | None:
     the deployment over a month of the curve's output (curve_price.py). The simulation
     covers some hours of the day only, so its own $/M prices the load of those hours.
     None for a constant rate."""
-    tokens = month_output_tokens(scenario, base_dir)
-    if tokens is None:
+    if scenario.traffic.arrival.kind != "diurnal":  # no month to price
         return None
-    month_usd = scenario.monthly_economics(dep)["cost"]["total_usd"]
-    return {"usd_per_million_output_tokens": month_usd / tokens * 1e6,
-            "month_usd": month_usd, "month_output_tokens": tokens}
+    return curve_price(scenario, scenario.monthly_economics(dep)["cost"]["total_usd"],
+                       base_dir)
 
 
 # A diurnal run whose arrival rate, over the hours it covers, stays within this ratio of its
