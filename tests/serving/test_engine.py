@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from infraplan.catalog import load_catalog
 from infraplan.serving.deployment import Deployment, resolve
-from infraplan.serving.engine import INF, Replica, RequestBook
+from infraplan.serving.engine import INF, Replica
+from infraplan.serving.request_book import RequestBook
 from infraplan.serving.metrics import summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infraplan.errors import InputError
-from infraplan.serving.engine import REFUSED_BUDGET, REFUSED_CONTEXT, REFUSED_KV
+from infraplan.serving.request_book import REFUSED_BUDGET, REFUSED_CONTEXT, REFUSED_KV
 from infraplan.serving.simulate import SimResult
 
 PERCENTILES = (50, 90, 99)

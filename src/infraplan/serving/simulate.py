@@ -14,7 +14,8 @@ import numpy as np
 from infraplan.errors import InputError
 from infraplan.reprs import compact_repr
 from infraplan.serving.deployment import Deployment, ResolvedReplica, resolve
-from infraplan.serving.engine import INF, TIMELINE_POINTS, Replica, RequestBook
+from infraplan.serving.engine import INF, TIMELINE_POINTS, Replica
+from infraplan.serving.request_book import RequestBook
 from infraplan.serving.step_time import steps_at_floor
 from infraplan.serving.traffic import Requests
 
