@@ -85,6 +85,9 @@ def test_the_short_window_note_claims_a_direction_only_for_the_start():
     either way; only the empty start's pull is derived, and the note gives its size."""
     scenario = load_scenario(ROOT / "examples" / "article-3-serve-70b-100k-users.yaml",
                              ServeScenario)
+    # the example once ran 3,000 requests; it now runs enough (the note below asked for it)
+    scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(
+        update={"num_requests": 3000})})
     sim = simulate_scenario(scenario)
     result = sim["result"]
     capacity = capacity_summary(result.replica, result.requests, 3, 20.0,
