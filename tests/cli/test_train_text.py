@@ -15,7 +15,7 @@ def test_large_figures_are_grouped_digits_not_exponents():
     assert cost.items[0].formula.startswith("28,352,146 GPU-h x $2.50/GPU-h")
     energy = estimate_energy("h100", 16_384, 86400 * 100, utilization=1.0, pue=1.3,
                              g_co2e_per_kwh=400)
-    assert energy.formula == ("(16384 x 700 W) x 1 utilization x 2,400 h x PUE 1.3 = "
+    assert energy.formula == ("(16384 x 700 W GPUs only) x 1 utilization x 2,400 h x PUE 1.3 = "
                               "35,782,656 kWh; x 400 g CO2e/kWh = 14,313,062 kg CO2e")
     small = plan_cost(33_009.6, 2.95, 86400)
     assert small.items[0].formula.startswith("33,009.6 GPU-h x $2.95/GPU-h")

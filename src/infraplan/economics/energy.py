@@ -117,6 +117,26 @@ class EnergyEstimate:
     region: str | None
     formula: str
     intensity_note: str = ""  # source, year, and whether the grid figure is an estimate
+    host_note: str = ""  # when the servers' own draw is left out: how to count it
+
+
+def host_note(accelerator_name: str) -> str:
+    """What an energy figure of the GPUs alone leaves out, and the host draw to set, taken
+    from the accelerator's server in catalog/data/onprem.yaml (its maximum system power less
+    its GPUs' TDP) or, without one, the DGX H100's."""
+    from infraplan.economics.tco import load_onprem  # tco imports this module
+
+    gpu = accelerator(accelerator_name)
+    rows = [r for r in load_onprem().servers if r.accelerator == gpu.name]
+    if rows:
+        r = rows[0]
+        example = (f"{r.name}: {r.system_power_w - r.gpus_per_server * gpu.tdp_watts:,.0f} W,"
+                   f" its {r.system_power_w:,.0f} W maximum less {r.gpus_per_server} x "
+                   f"{gpu.tdp_watts:,.0f} W")
+    else:
+        example = f"a DGX H100's is {DGX_H100_HOST_W_PER_NODE:,.0f} W"
+    return ("the servers' own draw (CPUs, memory, NICs, fans) is not counted; set "
+            f"energy.host_w_per_node to add it ({example})")
 
 
 def estimate_energy(accelerator_name: str, num_gpus: int, duration_s: float, *,
@@ -138,7 +158,8 @@ def estimate_energy(accelerator_name: str, num_gpus: int, duration_s: float, *,
                      host_w_per_node=host_w_per_node, gpus_per_node=gpus_per_node)
     host = (f" + ceil({num_gpus}/{gpus_per_node}) nodes x {host_w_per_node:,.0f} W host"
             if host_w_per_node else "")
-    formula = (f"({num_gpus} x {gpu.tdp_watts:,.0f} W{host}) x {utilization:g} utilization x "
+    formula = (f"({num_gpus} x {gpu.tdp_watts:,.0f} W{host or ' GPUs only'}) x "
+               f"{utilization:g} utilization x "
                f"{format_figure(duration_s / SECONDS_PER_HOUR)} h x PUE {pue:g} = "
                f"{format_figure(kwh)} kWh")
     note, name = "", None
@@ -152,4 +173,5 @@ def estimate_energy(accelerator_name: str, num_gpus: int, duration_s: float, *,
         carbon = carbon_kg(kwh, g_co2e_per_kwh)
         formula += f"; x {g_co2e_per_kwh:g} g CO2e/kWh = {format_figure(carbon)} kg CO2e"
     return EnergyEstimate(energy_kwh=kwh, carbon_kg_co2e=carbon, g_co2e_per_kwh=g_co2e_per_kwh,
-                          region=name or region, formula=formula, intensity_note=note)
+                          region=name or region, formula=formula, intensity_note=note,
+                          host_note="" if host_w_per_node else host_note(gpu.name))

@@ -229,7 +229,7 @@ class PlanEconomics:
                 "missing_price": self.missing_price, "energy_kwh": e.energy_kwh,
                 "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
                 "region": e.region, "energy_formula": e.formula,
-                "intensity_note": e.intensity_note}
+                "intensity_note": e.intensity_note, "host_note": e.host_note}
 
 
 def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float, *,

@@ -61,12 +61,13 @@ def economics_lines(e: dict) -> list[str]:
 
 
 def grid_lines(e: dict) -> list[str]:
-    """The grid intensity a plan's carbon is taken at, with its source (plan_economics'
-    JSON); none without one."""
+    """What the energy leaves out (the servers' own draw, unless set) and the grid intensity
+    the carbon is taken at, with its source (plan_economics' JSON)."""
+    lines = [f"host: {e['host_note']}"] if e.get("host_note") else []
     if not e["intensity_note"]:
-        return []
+        return lines
     hint = " (set energy.region for the grid you run on)" if e["region"] == "world" else ""
-    return [f"grid: {e['intensity_note']}{hint}"]
+    return lines + [f"grid: {e['intensity_note']}{hint}"]
 
 
 def breakdown(p) -> str:
