@@ -53,6 +53,10 @@ def test_short_repr_summarises_arrays_and_long_numeric_lists():
     assert short([1, 2, 3]) == "[1, 2, 3]"  # short lists print in full
     assert short({"queue": np.arange(4)}) == "{'queue': <array of 4 int64, 0 to 3>}"
     assert short("text") == "'text'"
+    # in a result's JSON, a long formula or source prints its start and its length
+    assert short({"source": "x" * 200, "n": [1], "s": 0.04695184760502092}) == \
+        "{'source': '" + "x" * 60 + "...' (200 characters), 'n': [1], 's': 0.0469518}"
+    assert short("x" * 200) == repr("x" * 200)  # a text field of its own prints whole
 
 
 def test_results_print_in_a_few_lines_at_the_repl():

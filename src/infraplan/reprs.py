@@ -13,18 +13,28 @@ from dataclasses import fields
 import numpy as np
 
 _SHOWN_ITEMS = 8  # lists up to this long print in full
+_SHOWN_CHARS = 60  # a dict's text longer than twice this prints its start and its length
 
 
-def short(value: object) -> str:
-    """repr(value), except arrays and long numeric lists become a one-line summary."""
+def short(value: object, *, in_dict: bool = False) -> str:
+    """repr(value), except arrays and long numeric lists become a one-line summary, and in a
+    dict (a result's JSON) a long text (formula, source, note) is cut to its start and a
+    float printed to 6 significant digits."""
     if isinstance(value, np.ndarray):
         return _summary(value, f"array of {_shape(value)} {value.dtype}")
     if isinstance(value, (list, tuple)) and len(value) > _SHOWN_ITEMS \
             and all(isinstance(v, (int, float)) for v in value):
         return _summary(np.asarray(value, dtype=float),
                         f"{type(value).__name__} of {len(value)} numbers")
-    if isinstance(value, dict) and any(isinstance(v, (np.ndarray, list)) for v in value.values()):
-        return "{" + ", ".join(f"{k!r}: {short(v)}" for k, v in value.items()) + "}"
+    if in_dict and isinstance(value, str) and len(value) > 2 * _SHOWN_CHARS:
+        return f"{value[:_SHOWN_CHARS] + '...'!r} ({len(value):,} characters)"
+    if in_dict and isinstance(value, float):
+        return f"{value:.6g}"  # a figure of the JSON to 6 significant digits, as arrays' 4
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {short(v, in_dict=True)}"
+                               for k, v in value.items()) + "}"
+    if in_dict and isinstance(value, list):
+        return "[" + ", ".join(short(v, in_dict=True) for v in value) + "]"
     return repr(value)
 
 

@@ -26,6 +26,7 @@ from infraplan.serving.search_space import (ignored_deployment_note, search_grid
                                             searched_prices, with_stored_format)
 from infraplan.serving.traffic import generate, mean_rate_per_s
 from infraplan.serving.window import fewest_settling, stationary_stream
+from infraplan.reprs import compact_repr
 from infraplan.units import three_figures
 
 
@@ -53,6 +54,8 @@ class Candidate:
     # False: no replica count up to max_replicas was enough (describe() says so; its reason
     # too, so the repr leaves it out)
     replicas_found: bool = field(default=True, repr=False)
+
+    __repr__ = compact_repr  # its economics' formulas and sources print their start
 
     def listed(self) -> str:
         """describe(), marked '*' unless simulated whole (UNCONFIRMED_NOTE says why)."""
