@@ -154,6 +154,28 @@ class CostBreakdown:
                 "total_usd": self.total_usd, "duration_s": self.duration_s}
 
 
+# each kind of line a scenario's costs: can add beyond compute, with the keys that add it
+BILLABLE_KINDS = (("storage", ("dataset_gb", "checkpoint_gb")), ("egress", ("egress_gb",)),
+                  ("networking", ("networking_usd_per_month", "networking_usd_per_hour")),
+                  ("monitoring", ("monitoring_usd_per_month", "monitoring_usd_per_hour")))
+
+
+def unbilled_note(inputs: CostInputs, *, checkpoints: bool = True) -> str:
+    """The kinds of cost the scenario's `costs:` leaves out, with the key that bills each
+    (its first), or "" when every kind has a line. `checkpoints`: whether the workload
+    writes them (training), so that checkpoint_gb is the key to name for storage."""
+    missing = []
+    for kind, keys in BILLABLE_KINDS:
+        if not any(getattr(inputs, key) for key in keys):
+            named = keys[:2 if kind == "storage" and checkpoints else 1]
+            missing.append(f"{kind} (" + ", ".join(f"costs.{k}" for k in named) + ")")
+    if not missing:
+        return ""
+    listed = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+    keys = "those keys to add them" if len(missing) > 1 else "that key to add it"
+    return f"not billed: {listed}; set {keys}"
+
+
 def _check_amount(name: str, value: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) \
             or not math.isfinite(value) or value < 0:

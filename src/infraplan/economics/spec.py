@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from infraplan.catalog import load_catalog
-from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost
+from infraplan.economics.cost import CostBreakdown, CostInputs, plan_cost, unbilled_note
 from infraplan.spec_checks import StrictNumbers
 from infraplan.economics.energy import EnergyEstimate, estimate_energy, grid_intensity
 from infraplan.economics.instances import Footprint, rent, training_footprint
@@ -220,12 +220,13 @@ class PlanEconomics:
     pricing: str
     missing_price: str = ""  # why there is no cost
     billed_gpus: int | None = None  # on whole instances: may exceed the GPUs used
+    unbilled_note: str = ""  # the kinds of cost the scenario's costs: leaves out
 
     def to_json(self) -> dict:
         e = self.energy
         return {"cost": self.cost.to_dict() if self.cost else None,
                 "usd_per_gpu_hour": self.usd_per_gpu_hour, "pricing": self.pricing,
-                "billed_gpus": self.billed_gpus,
+                "billed_gpus": self.billed_gpus, "unbilled_note": self.unbilled_note,
                 "missing_price": self.missing_price, "energy_kwh": e.energy_kwh,
                 "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
                 "region": e.region, "energy_formula": e.formula,
@@ -236,12 +237,13 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
                    prices: dict[str, float], pricing: str, costs: CostInputs,
                    energy: EnergySpec, compute_label: str = "compute",
                    footprint: Footprint | None = None,
-                   user: str = "the job uses") -> PlanEconomics:
+                   user: str = "the job uses", checkpoints: bool = True) -> PlanEconomics:
     """Line items, energy and carbon of one plan that keeps `num_gpus` busy `duration_s`,
     priced on whole instances as `footprint` fills them (instances.rent). Without a price for
     the accelerator the cost is None and says why; energy and carbon are always there.
     A reserved price's line states the term it commits to (commitment_note; `user`: whose
-    GPU-hours the line counts, with its verb)."""
+    GPU-hours the line counts, with its verb; `checkpoints`: whether the workload writes
+    them, for the note of what `costs` leaves unbilled)."""
     estimate = estimate_energy(gpu, num_gpus, duration_s, utilization=energy.utilization,
                                pue=energy.resolved_pue(), region=energy.region,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
@@ -256,4 +258,5 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
                           price_basis=basis, billed_per_used=billed / num_gpus)
-    return PlanEconomics(breakdown, estimate, price, pricing, billed_gpus=billed)
+    return PlanEconomics(breakdown, estimate, price, pricing, billed_gpus=billed,
+                         unbilled_note=unbilled_note(costs, checkpoints=checkpoints))

@@ -314,7 +314,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             c = summary["cost"]
             month = scenario.monthly_economics(dep)
             items = fig.cost_items(month)
-            notes = [f"energy over the month: {month['energy_formula']}", *grid_lines(month)]
+            notes = [month["unbilled_note"]] * bool(month["unbilled_note"]) + [
+                f"energy over the month: {month['energy_formula']}", *grid_lines(month)]
             figures["cost"] = fig.cost_figure(items, "Cost per month (30.44 days) by line item")
             # a diurnal curve's: the month's bill over its tokens, as plan serve's table
             # (the plan's figure when this is its choice), else at the simulated rate

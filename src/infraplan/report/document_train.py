@@ -114,10 +114,15 @@ SIZE_MISMATCH = 0.1  # a billed checkpoint this far from the modelled one is poi
 
 def _billing_note(scenario, k: dict) -> list[str]:
     """Why the cost's checkpoint line names another tier than the one written to, and
-    another size than the checkpoint the Yield plan writes, if so."""
+    another size than the checkpoint the Yield plan writes, if so; without a checkpoint
+    line, what to set to bill the checkpoints it writes."""
     billed = scenario.billed_costs()
     if not billed.checkpoint_gb:
-        return []
+        gb = k["size_bytes"] / 1e9
+        return [f"The Yield plan writes {size_text(k['size_bytes'])} a checkpoint to "
+                f"{k['storage_tier']}, which the cost does not bill: set costs.checkpoint_gb: "
+                f"{gb:,.3g} and costs.checkpoint_tier: {k['storage_tier']} to bill one kept "
+                "copy (costs.checkpoints_kept for more)."]
     notes = []
     if billed.checkpoint_tier != k["storage_tier"]:
         notes.append(f"Checkpoints are written to {k['storage_tier']}; the cost bills the "
@@ -315,7 +320,8 @@ def training_document(scenario, result, arch=None) -> dict:
         e = best.economics
         # the card holds the figure as the paragraph below, its derivation, prints it
         econ.append(item("energy", e["energy_kwh"], f"{format_figure(e['energy_kwh'])} kWh"))
-        cost_notes[:0] = [f"energy: {e['energy_formula']}", *grid_lines(e)]
+        cost_notes[:0] = [e["unbilled_note"]] * bool(e.get("unbilled_note")) + [
+            f"energy: {e['energy_formula']}", *grid_lines(e)]
         if e["carbon_kg_co2e"] is not None:
             econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
                              f"{format_figure(e['carbon_kg_co2e'])} kg CO2e ({e['region']})"))

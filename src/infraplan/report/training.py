@@ -57,6 +57,7 @@ def economics_lines(e: dict) -> list[str]:
         lines = [f"cost ${e['cost']['total_usd']:,.0f}:"]
         lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
                   for i in e["cost"]["items"]]
+        lines += [f"  {e['unbilled_note']}"] if e.get("unbilled_note") else []
     return lines + [f"energy {e['energy_formula']}", *grid_lines(e)]
 
 

@@ -196,7 +196,8 @@ class ServeScenario(SpecModel):
                               prices=self.prices, pricing=self.pricing, costs=self.costs,
                               energy=self.energy,
                               footprint=replica_footprint(dep),
-                              user="a month of the deployment uses").to_json()
+                              user="a month of the deployment uses",
+                              checkpoints=False).to_json()
 
     def deployment_spec(self, arch: ModelArch | None = None) -> Deployment:
         """The deployment; with no weight_dtype, a quantized checkpoint's own format (its
