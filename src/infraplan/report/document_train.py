@@ -105,7 +105,8 @@ def _checkpoints(scenario, arch, best, setup=None) -> tuple[dict, dict]:
                                 lambda t: waste_fraction(t, plan.blocking_s, mtbf_s,
                                                          restart_s),
                                 daly_interval_s=plan.daly_interval_s,
-                                mtbf_text=duration_text(mtbf_s))
+                                mtbf_text=duration_text(mtbf_s),
+                                shortest_interval_s=plan.write_s)
     return numbers, figure
 
 

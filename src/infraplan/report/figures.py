@@ -252,12 +252,15 @@ def cost_figure(items: Sequence[dict], title: str = "Cost by line item") -> dict
 
 def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
                    chosen_interval_s: float, waste: Callable[[float], float], *,
-                   daly_interval_s: float | None = None, mtbf_text: str | None = None) -> dict:
+                   daly_interval_s: float | None = None, mtbf_text: str | None = None,
+                   shortest_interval_s: float = 0.0) -> dict:
     """Share of wall time doing useful work, 1 - waste(interval), over checkpoint intervals
     around the chosen one (Daly's, or the upload when Daly's is shorter: then Daly's is
     marked too); `waste` is reliability.checkpoint.waste_fraction bound to the job's
-    checkpoint cost, MTBF and restart time; `mtbf_text` is the MTBF as the page shows it."""
-    lo = max(blocking_s, chosen_interval_s / 30.0)
+    checkpoint cost, MTBF and restart time; `mtbf_text` is the MTBF as the page shows it.
+    The curve starts no shorter than `shortest_interval_s` (the upload: a checkpoint starts
+    only once the last is durable) nor the time a checkpoint blocks training."""
+    lo = max(blocking_s, shortest_interval_s, chosen_interval_s / 30.0)
     hi = min(max(chosen_interval_s * 30.0, lo * 10), mtbf_s * 4)
     intervals = np.geomspace(lo, max(hi, lo * 2), 80)
     goodput = [max(0.0, 1.0 - waste(float(t))) for t in intervals]
@@ -270,7 +273,7 @@ def goodput_figure(blocking_s: float, mtbf_s: float, restart_s: float,
     return {"data": [
         {"type": "scatter", "mode": "lines", "name": "goodput", "x": minutes.tolist(),
          "y": goodput, "line": {"color": COLORS[0], "width": 2},
-         "hovertemplate": "every %{x:.1f} min: %{y:.2%}<extra></extra>"},
+         "hovertemplate": "every %{x:.3g} min: %{y:.2%}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "interval used",
          "x": [chosen_interval_s / 60.0], "y": [best],
          "marker": {"symbol": "star", "size": 14, "color": "#c4424d"}}, *daly],
