@@ -5,6 +5,7 @@ asynchronous copy blocks, under the text's own 1.32 min floor, with hovers 'ever
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.web.conftest import EXAMPLES
 
@@ -23,3 +24,25 @@ def test_the_goodput_curve_starts_at_the_upload(llama_doc):
     assert curve["x"][0] == pytest.approx(k["write_s"] / 60)
     assert curve["x"][0] == pytest.approx(used["x"][0])  # the interval used is the upload
     assert "%{x:.3g} min" in curve["hovertemplate"]
+
+
+def test_a_plans_longer_run_says_why_it_holds_more_requests_than_asked(tmp_path):
+    """The serving page's Scale said 'requests simulated 1,231' beside Define workload's
+    'requests 1,000', with no word of the planner lengthening its window."""
+    from infraplan.report.document import build_document
+    from tests.web.conftest import items_of, section_of
+
+    raw = yaml.safe_load((EXAMPLES / "serve-llama8b-chat.yaml").read_text())
+    raw["traffic"]["num_requests"] = 1000
+    del raw["deployment"]  # the page shows the plan's choice, simulated as the plan ran it
+    path = tmp_path / "chat.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    simulated = items_of(section_of(build_document(path), "Scale"))["requests simulated"]
+    count = int(simulated.split(" ")[0].replace(",", ""))
+    assert count > 1000
+    assert simulated == (f"{count:,} (the scenario asks 1,000; the plan runs each candidate "
+                         "until its queue reaches the steady state at its load)")
+    raw["traffic"]["num_requests"] = 6000  # long enough: nothing to explain
+    path.write_text(yaml.safe_dump(raw))
+    simulated = items_of(section_of(build_document(path), "Scale"))["requests simulated"]
+    assert simulated == "6,000"

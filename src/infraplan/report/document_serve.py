@@ -61,6 +61,15 @@ def _per_million(cand) -> str:
     return "-" if usd is None else f"${usd:,.3f}"
 
 
+def _lengthened(scenario, simulated: int, plan) -> str:
+    """Why a plan's run holds more requests than the scenario asks (window.simulate_steady)."""
+    asked = scenario.traffic.num_requests
+    if plan is None or not asked or simulated <= asked:
+        return ""
+    return (f" (the scenario asks {asked:,}; the plan runs each candidate until its queue "
+            "reaches the steady state at its load)")
+
+
 def simulate_best(scenario, plan, base_dir: Path | None = None) -> dict:
     """The plan's chosen deployment under the traffic at the planning rate."""
     cand = plan.best
@@ -261,7 +270,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
                  "-" if rate is None else f"{three_figures(rate)} requests/s"),
             item("requests simulated", summary["requests"], f"{summary['requests']:,}" + (
                 f": {summary['completed']:,} completed, {summary['dropped']:,} dropped "
-                f"({dropped_reasons(summary)})" if summary["dropped"] else ""))],
+                f"({dropped_reasons(summary)})" if summary["dropped"] else "")
+                + _lengthened(scenario, summary["requests"], plan))],
             # a plan's notes (Yield) name the model's uncounted towers and the checkpoint's
             # format; a lone simulation names them here. Which hours of a diurnal curve the
             # scenario's own run covers is said whenever that run is the one shown.
