@@ -120,20 +120,21 @@ def priced(gpu: str, *, prices: dict[str, float], pricing: str,
     user's own capacity, billed per GPU used), or the offer it picked (the cheapest in the
     catalog may be a single-GPU community instance; a cluster buyer wants to see that before
     trusting the bill)."""
-    price, basis, _ = _priced_per_gpu(gpu, prices, pricing, footprint)
-    return price, basis
+    price, basis, hint, _ = _priced_per_gpu(gpu, prices, pricing, footprint)
+    return price, basis + hint
 
 
 def _priced_per_gpu(gpu: str, prices: dict[str, float], pricing: str,
-                    footprint: Footprint | None) -> tuple[float, str, float]:
-    """priced(), and the GPUs billed per GPU the job uses (whole instances: 16 / 12 for 12
-    GPUs on 8-GPU instances; 1 for the scenario's own price)."""
+                    footprint: Footprint | None) -> tuple[float, str, str, float]:
+    """priced()'s price and basis, the hint that follows an offer's basis (how to give
+    yours), and the GPUs billed per GPU the job uses (whole instances: 16 / 12 for 12 GPUs
+    on 8-GPU instances; 1 for the scenario's own price)."""
     own = given_price(gpu, prices)
     if own is not None:
-        return own, OWN_PRICE_BASIS, 1.0
+        return own, OWN_PRICE_BASIS, "", 1.0
     name = load_catalog().accelerators.get(gpu).name
     rental = rent(name, pricing, footprint or Footprint())
-    return (rental.usd_per_gpu_hour, f"{rental.basis()}; set prices: {{{name}: ...}} for yours",
+    return (rental.usd_per_gpu_hour, rental.basis(), f"; set prices: {{{name}: ...}} for yours",
             rental.billed_gpus / rental.footprint.gpus)
 
 
@@ -221,11 +222,13 @@ class PlanEconomics:
     missing_price: str = ""  # why there is no cost
     billed_gpus: int | None = None  # on whole instances: may exceed the GPUs used
     unbilled_note: str = ""  # the kinds of cost the scenario's costs: leaves out
+    price_basis: str = ""  # where usd_per_gpu_hour comes from (the offer, or the scenario)
 
     def to_json(self) -> dict:
         e = self.energy
         return {"cost": self.cost.to_dict() if self.cost else None,
-                "usd_per_gpu_hour": self.usd_per_gpu_hour, "pricing": self.pricing,
+                "usd_per_gpu_hour": self.usd_per_gpu_hour, "price_basis": self.price_basis,
+                "pricing": self.pricing,
                 "billed_gpus": self.billed_gpus, "unbilled_note": self.unbilled_note,
                 "missing_price": self.missing_price, "energy_kwh": e.energy_kwh,
                 "carbon_kg_co2e": e.carbon_kg_co2e, "g_co2e_per_kwh": e.g_co2e_per_kwh,
@@ -249,14 +252,16 @@ def plan_economics(gpu: str, num_gpus: int, gpu_hours: float, duration_s: float,
                                g_co2e_per_kwh=energy.g_co2e_per_kwh,
                                host_w_per_node=energy.host_w_per_node)
     try:
-        price, basis, billed_per_used = _priced_per_gpu(gpu, prices, pricing, footprint)
+        price, offer_basis, hint, billed_per_used = _priced_per_gpu(gpu, prices, pricing,
+                                                                    footprint)
     except InputError as exc:
         return PlanEconomics(None, estimate, None, pricing, missing_price=str(exc))
     billed = math.ceil(num_gpus * billed_per_used - 1e-9)
     note = commitment_note(pricing, billed, price * num_gpus / billed, gpu_hours, user)
-    basis += f"; {note}" if note else ""
+    basis = offer_basis + hint + (f"; {note}" if note else "")
     label = f"{compute_label} ({pricing.replace('_', '-')})"
     breakdown = plan_cost(gpu_hours, price, duration_s, costs, compute_label=label,
                           price_basis=basis, billed_per_used=billed / num_gpus)
     return PlanEconomics(breakdown, estimate, price, pricing, billed_gpus=billed,
-                         unbilled_note=unbilled_note(costs, checkpoints=checkpoints))
+                         unbilled_note=unbilled_note(costs, checkpoints=checkpoints),
+                         price_basis=offer_basis)

@@ -412,7 +412,8 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             paragraphs=[f"Rejected {c.describe()}: {c.reason}" for c in plan.rejected]
             + ([f"Outside the search, these hold the model: {nearby_list(plan.runnable_nearby)}"]
                if plan.runnable_nearby else [])
-            + [LOAD_NOTE, *plan.unconfirmed_notes, *plan.not_simulated_notes]
+            + [LOAD_NOTE, *plan.unconfirmed_notes, *plan.price_notes,
+               *plan.not_simulated_notes]
             + [f"{plan.simulations} simulations in {duration_text(plan.search_seconds)}"])
         yield_paragraphs += [f"note: {n}" for n in plan.notes]
     if points and sim is not None and slo_set:

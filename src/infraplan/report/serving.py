@@ -107,7 +107,7 @@ def plan_report(name: str, plan, seed: int) -> str:
                          "load", "$/M out tok" + (f" {CURVE_LABEL}" if curve else "")],
                         rows, align_right=[1, 2, 3, 4, 5, 6]),
                   LOAD_NOTE]
-        lines += plan.unconfirmed_notes
+        lines += plan.unconfirmed_notes + plan.price_notes
         if plan.best.economics:
             lines += ["", "a month (30.44 days) of the cheapest, "
                       + economics_lines(plan.best.economics)[0]]

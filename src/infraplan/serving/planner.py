@@ -136,6 +136,24 @@ class ServePlan:
         return [] if all(c.confirmed for c in self.ranked) else [UNCONFIRMED_NOTE]
 
     @property
+    def price_notes(self) -> list[str]:
+        """Why one accelerator costs more per GPU-hour in some rows: a replica's GPUs rent
+        in one instance, and the cheapest offer that large may cost more a GPU-hour."""
+        by_gpu: dict[str, dict[float, tuple[int, str]]] = {}
+        for c in self.ranked:
+            e, n = c.economics or {}, c.deployment.tp * c.deployment.pp
+            if e.get("usd_per_gpu_hour") is not None:
+                prices = by_gpu.setdefault(c.deployment.gpu, {})
+                price = e["usd_per_gpu_hour"]
+                if price not in prices or n < prices[price][0]:
+                    prices[price] = (n, e["price_basis"])
+        return [f"{gpu}'s price a GPU-hour depends on the replica's size, as its GPUs rent in "
+                "one instance: " + "; ".join(f"${p:,.2f}/GPU-h from {n}-GPU replicas ({basis})"
+                                             for p, (n, basis) in sorted(
+                                                 prices.items(), key=lambda kv: kv[1][0]))
+                for gpu, prices in by_gpu.items() if len(prices) > 1]
+
+    @property
     def not_simulated_notes(self) -> list[str]:
         """Why the search left some configurations unsimulated (plan_serving), in a line."""
         if not self.not_simulated:
