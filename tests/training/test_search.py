@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infraplan.catalog import accelerator
+from infraplan.catalog import accelerator, load_catalog
 from infraplan.errors import InputError
 from infraplan.models import load_model
 from infraplan.training.evaluate import TrainingJob
@@ -380,6 +380,21 @@ def test_nothing_fits_names_the_smallest_plan_and_only_the_levers_left():
         search(arch, ["h100"], Knobs(gpus=(1,)), job)
     assert "unpin" not in str(free_error.value)
     assert "allow more GPUs than 1" in str(free_error.value)
+
+
+def test_a_plan_too_large_for_every_accelerator_offers_no_cpu_host():
+    """GPT-3 175B on 8 T4 needs 327 GiB a device: the fix named the 512 GiB cpu-server
+    (host memory, no accelerator) as 'an accelerator with 328 GiB or more'."""
+    arch, job = load_model("gpt3-175b"), TrainingJob(seq_len=2048, global_batch=1536)
+    with pytest.raises(InputError) as error:
+        search(arch, ["t4"], Knobs(gpus=(8,)), job)
+    message = str(error.value)
+    need = float(re.search(r"needs ([\d.]+) GiB", message).group(1))
+    assert need > max(a.memory_bytes / GiB for a in load_catalog().accelerators
+                      if a.form_factor != "cpu")
+    assert "cpu-server" not in message and "GiB or more" not in message
+    assert message.endswith("To fix: allow more GPUs than 8 (hardware.max_count, or "
+                            "hardware.counts)")
 
 
 def test_virtual_stages_include_the_counts_that_split_a_stage_evenly():

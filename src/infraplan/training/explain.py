@@ -168,9 +168,9 @@ def _too_big(ev: Evaluated, need: float, cap: float, knobs: Knobs, arch: ModelAr
         fixes.append("unpin pin.zero so that ZeRO-3 may shard the weights")
     if not any(c >= 2 or c == AUTO_RECOMPUTE for c in knobs.recompute):  # 2: full
         fixes.append("unpin pin.recompute so that full recompute may drop the activations")
-    roomy = {}  # the smallest accelerator of each family that holds the plan
+    roomy = {}  # the smallest accelerator of each family that holds the plan (no CPU host)
     for a in sorted(load_catalog().accelerators, key=lambda a: a.memory_bytes):
-        if a.memory_bytes >= need:
+        if a.memory_bytes >= need and a.form_factor != "cpu":
             roomy.setdefault(a.name.split("-")[0], a.name)
     if roomy:
         fixes.append(f"an accelerator with {math.ceil(need / GiB)} GiB or more "
