@@ -17,7 +17,8 @@ from infraplan.report.document import (days, duration_text, item, ordered, secti
                                        table, usd)
 from infraplan.report import run as run_view
 from infraplan.report.run import decimals
-from infraplan.report.training import COMPONENTS, HIDDEN, cost_cell, grid_lines
+from infraplan.report.training import (COMPONENTS, HIDDEN, cost_cell, frontier_title,
+                                       grid_lines)
 from infraplan.training.constraints import OBJECTIVES, constraint_terms
 from infraplan.training.memory import training_memory
 from infraplan.units import GiB, format_count, format_figure, run_length
@@ -361,7 +362,7 @@ def training_document(scenario, result, arch=None) -> dict:
     s["Pick platform"] = section(
         "DEPLOY", "Pick platform",
         tables=[_plans_table("best plan of each accelerator", result.by_accelerator),
-                _plans_table("time vs GPU-hours frontier", result.frontier)],
+                _plans_table(frontier_title(result), result.frontier)],
         paragraphs=[f"Why other choices lost: {r}" for r in result.rejected] + [
             f"note: {n}" for n in result.notes])
     s["Load-test"] = section("DEPLOY", "Load-test", not_applicable="a training job serves no "

@@ -89,6 +89,13 @@ def breakdown(p) -> str:
     return "\n".join(lines)
 
 
+def frontier_title(result) -> str:
+    """What the frontier trades time against: cost once the plans are priced (the search
+    ranks on cost rates then), else GPU-hours."""
+    economics = result.best[0].economics
+    return f"time vs {'cost' if economics and economics['cost'] else 'GPU-hours'} frontier"
+
+
 def search_report(model: str, result) -> str:
     best = result.best[0]
     lines = [f"{model}: {result.configs_evaluated:,} plans evaluated of "
@@ -98,8 +105,7 @@ def search_report(model: str, result) -> str:
              breakdown(best), ""]
     if len(result.by_accelerator) > 1:
         lines += ["best plan of each accelerator:", plans_table(result.by_accelerator), ""]
-    axis = "cost" if best.economics and best.economics["cost"] else "GPU-hours"
-    lines += [f"time vs {axis} frontier:", plans_table(result.frontier),
+    lines += [f"{frontier_title(result)}:", plans_table(result.frontier),
               plan_legend(p.plan for p in (*result.best, *result.frontier,
                                            *result.by_accelerator))]
     if result.rejected:

@@ -1,6 +1,5 @@
-"""The training report's goodput curve starts at the shortest interval a checkpoint can take
-(its upload, since one starts only once the last is durable): it began at the 2.6 s the
-asynchronous copy blocks, under the text's own 1.32 min floor, with hovers 'every 0.0 min'."""
+"""Report audit, session 62: the training report's goodput curve, a serving plan's longer
+run, the frontier's title."""
 
 from __future__ import annotations
 
@@ -18,6 +17,9 @@ def llama_doc():
 
 
 def test_the_goodput_curve_starts_at_the_upload(llama_doc):
+    """It starts at the shortest interval a checkpoint can take (its upload, since one
+    starts only once the last is durable); it began at the 2.6 s the asynchronous copy
+    blocks, under the text's own 1.32 min floor, with hovers 'every 0.0 min'."""
     k = llama_doc["checkpoints"]
     assert k["asynchronous"] and k["blocking_s"] < k["write_s"] / 10
     curve, used = llama_doc["figures"]["goodput"]["data"][:2]
@@ -46,3 +48,15 @@ def test_a_plans_longer_run_says_why_it_holds_more_requests_than_asked(tmp_path)
     path.write_text(yaml.safe_dump(raw))
     simulated = items_of(section_of(build_document(path), "Scale"))["requests simulated"]
     assert simulated == "6,000"
+
+
+def test_the_frontier_table_is_titled_as_plan_train_titles_it(llama_doc, capsys):
+    """plan train printed 'time vs cost frontier' where the report titled the same three
+    plans 'time vs GPU-hours frontier'."""
+    from infraplan.cli import main
+    from tests.web.conftest import section_of
+
+    assert main(["plan", "train", str(EXAMPLES / "train-llama-3.1-70b.yaml")]) == 0
+    assert "time vs cost frontier:" in capsys.readouterr().out.splitlines()
+    titles = [t["title"] for t in section_of(llama_doc, "Pick platform")["tables"]]
+    assert "time vs cost frontier" in titles
