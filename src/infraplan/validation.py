@@ -49,10 +49,15 @@ _TIME_SIGN = "negative: predicted faster (less time) than published"
 _RATE_SIGN = "negative: predicted lower (slower) than published"
 
 
+def _is_rate(metric: str) -> bool:
+    """Tokens or requests per second (a negative error: slower), not a time (faster)."""
+    return "_per_s" in metric or metric.endswith("_tok_s")
+
+
 def error_definition(metrics) -> str:
     """The error's formula, with the meaning of its sign for the time metrics (step_s,
     gpu_hours, latencies) and the rate metrics (tokens or requests per second) present."""
-    rates = [m for m in metrics if "_per_s" in m or m.endswith("_tok_s")]
+    rates = [m for m in metrics if _is_rate(m)]
     times = [m for m in metrics if m and m not in rates]
     signs = ([f"{_TIME_SIGN} ({', '.join(times)})"] if times else []) + \
         ([f"{_RATE_SIGN} ({', '.join(rates)})"] if rates else [])
@@ -77,6 +82,22 @@ class ValidationReport:
     def max_abs_error_pct(self) -> float:
         errors = [abs(r.error_pct) for r in self.predicted_rows]
         return float(max(errors)) if errors else float("nan")
+
+    @property
+    def max_abs_error_id(self) -> str | None:
+        """The id of the row with the largest |error| (the first such row on a tie)."""
+        rows = self.predicted_rows
+        return max(rows, key=lambda r: abs(r.error_pct)).id if rows else None
+
+    @property
+    def mean_error_pct(self) -> float:
+        """The mean signed error, the bias: negative when the predictions run low (faster
+        for a time metric, slower for a rate), unlike the median |error| that hides it. NaN
+        when no row predicted or the rows mix times and rates, whose signs mean opposites."""
+        rows = self.predicted_rows
+        if len({_is_rate(r.metric) for r in rows}) != 1:
+            return float("nan")
+        return float(np.mean([r.error_pct for r in rows]))
 
     @property
     def failed(self) -> list[RowResult]:
@@ -106,6 +127,8 @@ class ValidationReport:
                       "notes": list(r.notes)} for r in self.rows],
             "median_abs_error_pct": self.median_abs_error_pct,
             "max_abs_error_pct": self.max_abs_error_pct,
+            "max_abs_error_id": self.max_abs_error_id,
+            "mean_error_pct": self.mean_error_pct,
             "failed": [{"id": r.id, "line": r.line, "kind": r.kind, "reason": r.error}
                        for r in self.failed],
             "input_errors": len(self.input_errors),

@@ -196,3 +196,30 @@ def test_a_missing_file_suggests_only_close_names(tmp_path, capsys):
     assert status == 2 and "does not exist. To fix:" in err and "did you mean" not in err
     status, _, err = _run(capsys, "training", str(tmp_path / "trainig_dev.csv"))
     assert f"does not exist; did you mean '{tmp_path / 'training_dev.csv'}'? To fix:" in err
+
+
+# 7. the summary names the worst row and the bias, in text and JSON
+
+
+def test_the_summary_names_the_worst_row_and_the_mean_signed_error(tmp_path, capsys):
+    import json
+
+    # one plan predicts 2.691 s for each: errors -23.7 %, +7.6 %, -55.2 %; mean -23.8 %
+    path = _write(tmp_path, TRAIN_HEADER, _train_row("a", value="3.528"),
+                  _train_row("b", value="2.5"), _train_row("c", value="6"))
+    status, out, _ = _run(capsys, "training", str(path), "-q")
+    assert (status, out) == (0, "rows: 3, median |error| 23.7%, max |error| 55.2% (row 'c'), "
+                                "mean error -23.8% (bias), failed: 0\n")
+    assert main(["validate", "training", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    predicted = data["rows"][0]["predicted"]
+    assert data["max_abs_error_id"] == "c"
+    assert data["mean_error_pct"] == pytest.approx(
+        100 * (predicted / 3.528 + predicted / 2.5 + predicted / 6 - 3) / 3, rel=1e-12)
+    # times and rates: their signs mean opposites, so no bias is averaged over both
+    path = _write(tmp_path, TRAIN_HEADER, _train_row("t", value="3.528"),
+                  _train_row("r", metric="tokens_per_s", value="300000"))
+    status, out, _ = _run(capsys, "training", str(path), "-q")
+    assert "(bias)" not in out and out.endswith("), failed: 0\n")
+    main(["validate", "training", str(path), "--json"])
+    assert json.loads(capsys.readouterr().out)["mean_error_pct"] is None

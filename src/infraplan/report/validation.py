@@ -67,13 +67,17 @@ def validation_text(report) -> str:
 
 
 def validation_summary(report) -> str:
-    """Rows, median and max |error| over the rows that predicted, failures (bad input apart
-    from the model's limits), and the rows a stand-in engine simulated."""
+    """Rows, median and max |error| (and the max's row) and the mean signed error over the
+    rows that predicted, failures (bad input apart from the model's limits), and the rows a
+    stand-in engine simulated."""
     if not report.predicted_rows:
         errors = "no row predicted"
     else:
+        bias = report.mean_error_pct  # NaN when the rows mix times and rates
         errors = (f"median |error| {report.median_abs_error_pct:.1f}%, "
-                  f"max |error| {report.max_abs_error_pct:.1f}%")
+                  f"max |error| {report.max_abs_error_pct:.1f}% (row "
+                  f"{report.max_abs_error_id!r})"
+                  + (f", mean error {bias:+.1f}% (bias)" if math.isfinite(bias) else ""))
     failed = len(report.failed)
     bad = len(report.input_errors)
     split = f" ({bad} bad input, {failed - bad} beyond the model)" if failed else ""
