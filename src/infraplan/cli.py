@@ -324,15 +324,21 @@ def _run_plan_train(args) -> int:
 def _add_validate(sub) -> None:
     from infraplan.report.validation import EXIT_HELP
 
-    p = sub.add_parser("validate", help="predict published measurements, report the error")
+    p = sub.add_parser("validate", help="predict published measurements, report the error",
+                       description="Predict each row of a CSV of published training or "
+                                   "serving measurements and print its signed error, then "
+                                   "the median and max |error|. Exit status 2 when a row has "
+                                   "bad input or the file cannot be read, else 0; "
+                                   "'infraplan validate training --help' (or serving) says "
+                                   "more.")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "training", "training step times / GPU-hours CSV",
                   "Predict each row of a training validation CSV (schema: "
-                  f"validation/README.md). {EXIT_HELP}", "file",
+                  f"validation/README.md). {EXIT_HELP['training']}", "file",
                   "CSV of published training measurements", run_validate_training)
     _kind_command(kinds, "serving", "serving throughputs / latencies CSV",
                   "Simulate each row of a serving validation CSV (schema: "
-                  f"validation/README.md). {EXIT_HELP}", "file",
+                  f"validation/README.md). {EXIT_HELP['serving']}", "file",
                   "CSV of published serving measurements", run_validate_serving)
 
 

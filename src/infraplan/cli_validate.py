@@ -1,11 +1,12 @@
 """`infraplan validate training|serving FILE.csv`: registered by src/infraplan/cli.py.
-Every row's result is printed; the exit status is 2 when a row has bad input."""
+Every row's result is printed; the exit status is 2 when a row has bad input, 0 when
+rows fail only on the model's limits (report/validation.py's EXIT_HELP)."""
 
 from __future__ import annotations
 
 import sys
 
-from infraplan.errors import EXIT_BAD_INPUT, InputError
+from infraplan.errors import EXIT_BAD_INPUT
 from infraplan.report.output import emit, progress
 
 
@@ -17,11 +18,11 @@ def _print_validation(args, kind: str, validate) -> int:
         report = validate(args.file, progress=tick)
     emit(args, f"validate_{kind}", report.to_json(), lambda: validation_text(report),
          lambda: validation_summary(report))
-    if not report.predicted_rows:  # every row failed: the reasons are printed above
-        raise InputError(f"no row of {args.file} could be predicted",
-                         fix="see each row's reason; validation/README.md has the schema")
-    if report.input_errors:  # every row's result is above; the status flags the typos
-        print(bad_input_message(report, args.file), file=sys.stderr)
+    # rows the model cannot predict (even all of them) are results, reported with their
+    # reasons: only bad input sets the status (EXIT_HELP)
+    if report.input_errors:  # every row's result is printed; the status flags the typos
+        where = "json" if args.json else "quiet" if args.quiet else "text"
+        print(bad_input_message(report, args.file, where), file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
-from infraplan.errors import InputError, close_matches
+from infraplan.errors import InputError
 
 
 def read_user_file(path: Path, what: str, fix: str) -> str:
@@ -40,19 +41,39 @@ def check_user_file(path: Path, what: str, fix: str | None = None) -> None:
         raise InputError(f"{what} {str(path)!r} does not exist{hint}", fix=fix)
 
 
+# How close a file's name must be to the one typed to be suggested: difflib's ratio of the
+# stems (2 x matching characters / both lengths), 0.8 = one slip in about ten characters.
+# The catalog's 0.6 (errors.close_matches) suits short names from a list; between file
+# names it matched 'nonexist.csv' to 't_extra.csv' (0.61, mostly the shared '.csv').
+NEAR_FILE_RATIO = 0.8
+_SAME_SUFFIX = {".yml": ".yaml"}
+
+
 def _files_near(path: Path) -> list[str]:
     """Files in `path`'s folder whose names are close to its name (a typo, a dropped
-    suffix such as "-a100"), written as the user wrote the folder."""
+    suffix such as "-a100"), written as the user wrote the folder: the same extension, and
+    stems within NEAR_FILE_RATIO or the typed stem the start of one at most twice as long."""
     try:
-        names = [p.name for p in path.parent.iterdir() if p.is_file()]
+        names = sorted(p.name for p in path.parent.iterdir() if p.is_file())
     except OSError:
         return []
-    stem = path.name.lower()
-    close = close_matches(path.name, names)
-    # a name the user shortened ("train-gpt3-175b.yaml" for "...-175b-a100.yaml")
-    close += [n for n in names if n not in close and Path(n).suffix == path.suffix
-              and Path(n).stem.lower().startswith(Path(stem).stem)]
-    return [str(path.parent / n) for n in close[:3]]
+
+    def key(name: str) -> tuple[str, str]:
+        p = Path(name.lower().replace("_", "-"))
+        return p.stem, _SAME_SUFFIX.get(p.suffix, p.suffix)
+
+    stem, suffix = key(path.name)
+    scored = []
+    for name in names:
+        other, other_suffix = key(name)
+        if other_suffix != suffix:
+            continue
+        ratio = difflib.SequenceMatcher(None, stem, other).ratio()
+        # a name the user shortened ("train-gpt3-175b.yaml" for "...-175b-a100.yaml")
+        shortened = other.startswith(stem) and 2 * len(stem) >= len(other)
+        if ratio >= NEAR_FILE_RATIO or shortened:
+            scored.append((-max(ratio, shortened), name))
+    return [str(path.parent / n) for _, n in sorted(scored)[:3]]
 
 
 def on_disk(path: Path) -> bool:

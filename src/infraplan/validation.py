@@ -49,10 +49,15 @@ _TIME_SIGN = "negative: predicted faster (less time) than published"
 _RATE_SIGN = "negative: predicted lower (slower) than published"
 
 
+def _is_rate(metric: str) -> bool:
+    """Tokens or requests per second (a negative error: slower), not a time (faster)."""
+    return "_per_s" in metric or metric.endswith("_tok_s")
+
+
 def error_definition(metrics) -> str:
     """The error's formula, with the meaning of its sign for the time metrics (step_s,
     gpu_hours, latencies) and the rate metrics (tokens or requests per second) present."""
-    rates = [m for m in metrics if "_per_s" in m or m.endswith("_tok_s")]
+    rates = [m for m in metrics if _is_rate(m)]
     times = [m for m in metrics if m and m not in rates]
     signs = ([f"{_TIME_SIGN} ({', '.join(times)})"] if times else []) + \
         ([f"{_RATE_SIGN} ({', '.join(rates)})"] if rates else [])
@@ -77,6 +82,22 @@ class ValidationReport:
     def max_abs_error_pct(self) -> float:
         errors = [abs(r.error_pct) for r in self.predicted_rows]
         return float(max(errors)) if errors else float("nan")
+
+    @property
+    def max_abs_error_id(self) -> str | None:
+        """The id of the row with the largest |error| (the first such row on a tie)."""
+        rows = self.predicted_rows
+        return max(rows, key=lambda r: abs(r.error_pct)).id if rows else None
+
+    @property
+    def mean_error_pct(self) -> float:
+        """The mean signed error, the bias: negative when the predictions run low (faster
+        for a time metric, slower for a rate), unlike the median |error| that hides it. NaN
+        when no row predicted or the rows mix times and rates, whose signs mean opposites."""
+        rows = self.predicted_rows
+        if len({_is_rate(r.metric) for r in rows}) != 1:
+            return float("nan")
+        return float(np.mean([r.error_pct for r in rows]))
 
     @property
     def failed(self) -> list[RowResult]:
@@ -106,6 +127,8 @@ class ValidationReport:
                       "notes": list(r.notes)} for r in self.rows],
             "median_abs_error_pct": self.median_abs_error_pct,
             "max_abs_error_pct": self.max_abs_error_pct,
+            "max_abs_error_id": self.max_abs_error_id,
+            "mean_error_pct": self.mean_error_pct,
             "failed": [{"id": r.id, "line": r.line, "kind": r.kind, "reason": r.error}
                        for r in self.failed],
             "input_errors": len(self.input_errors),
@@ -266,22 +289,49 @@ def _number(text) -> float:
         return float("nan")
 
 
-# Published tables write counts as "184,320" or "2T"; SI multipliers, never binary ones
-_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+# Published tables write counts as "184,320"; a suffix ("1k", "2T") is refused, not read: a
+# CSV cell is a plain number (validation/README.md), and "1k" tokens is 1,000 to some
+# readers and 1,024 to others
 _GROUPED = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
 _SUFFIXED = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([kmbgt])", re.I)
+# each suffix's decimal and (where one is in use) binary multiplier
+_SUFFIX = {"k": (1e3, 2**10), "m": (1e6, 2**20), "b": (1e9, None), "g": (1e9, 2**30),
+           "t": (1e12, 2**40)}
 
 
 def cell_number(text: str) -> float:
-    """A cell's number: plain ('2e12'), grouped by thousands ('184,320') or with an SI
-    suffix ('2T', '1.4 B'); ValueError otherwise. '1,5' is not a grouping: never guessed."""
+    """A cell's number: plain ('512', '3.528', '2e12') or grouped by thousands ('184,320');
+    ValueError otherwise. '1,5' is not a grouping and '1k' not a number: never guessed."""
     text = text.strip()
     if _GROUPED.fullmatch(text):
         text = text.replace(",", "")
-    suffixed = _SUFFIXED.fullmatch(text)
-    if suffixed:
-        return float(suffixed.group(1)) * _SUFFIX[suffixed.group(2).lower()]
     return float(text)
+
+
+def _plain(value: float) -> str:
+    """A number as a CSV cell should hold it: digits for a whole number, else Python's
+    shortest form (1400000000, 1.5, 2e+20)."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+
+
+def _check_no_suffix(row: dict, key: str, text: str) -> None:
+    """An InputError for a cell such as '1k' or '2T': the two numbers it may mean, written
+    plainly."""
+    suffixed = _SUFFIXED.fullmatch(text)
+    if not suffixed:
+        return
+    number, suffix = float(suffixed.group(1)), suffixed.group(2)
+    decimal, binary = _SUFFIX[suffix.lower()]
+    write = _plain(number * decimal)
+    if binary:  # "1k" tokens: 1,000 or 1,024
+        write += f" or {_plain(number * binary)}, whichever the source means"
+    raise InputError(f"row {row.get('id')!r}: {key} {text!r} has a suffix ({suffix}); a cell "
+                     "holds a plain number", fix=f"write {write} (exponent form such as "
+                     "2.0e12 also works)")
+
+
+def _bound(low: int, high: int | None) -> str:
+    return f">= {low}" if high is None else f"between {low} and {high}"
 
 
 def row_word(row: dict, key: str, default: str = "") -> str:
@@ -311,7 +361,9 @@ def row_flag(row: dict, key: str) -> bool | None:
         return True
     if text in ("false", "no", "0"):
         return False
-    raise InputError(f"row {row.get('id')!r}: {key} must be true or false, got {text!r}")
+    raise InputError(f"row {row.get('id')!r}: {key} must be true or false, got {text!r}",
+                     fix=f"set the {key} cell to true or false (yes/no and 1/0 also work), "
+                         "or leave it empty")
 
 
 # The largest count a cell may hold (GPUs, sequences, tokens a sequence): a signed 32-bit
@@ -324,42 +376,48 @@ def row_int(row: dict, key: str, *, required: bool = False, low: int | None = No
     """The whole number in low..high (low: 1 if required, else 0; high: ROW_INT_MAX) in a
     row's cell; None for an empty cell unless required."""
     low = (1 if required else 0) if low is None else low
+    rid = row.get("id")
+    fix = f"set the {key} cell to a whole number {_bound(low, high)}"
     text = (row.get(key) or "").strip()
     if not text:
         if required:
-            raise InputError(f"row {row.get('id')!r}: {key} is required and must be >= {low}")
+            raise InputError(f"row {rid!r}: {key} is required and must be >= {low}", fix=fix)
         return None
+    _check_no_suffix(row, key, text)
     try:
         number = cell_number(text)
         value = int(number)
     except (ValueError, OverflowError):  # 'abc', 'nan', 'inf'
-        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
+        raise InputError(f"row {rid!r}: {key} {text!r} is not a number", fix=fix) from None
     if value != number:
-        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a whole number")
+        raise InputError(f"row {rid!r}: {key} {text!r} is not a whole number", fix=fix)
     if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise InputError(f"row {row.get('id')!r}: {key} must be {bound}, got {value}")
+        raise InputError(f"row {rid!r}: {key} must be {_bound(low, high)}, got {value}",
+                         fix=fix)
     if value > ROW_INT_MAX:
-        raise InputError(f"row {row.get('id')!r}: {key} must be at most {ROW_INT_MAX:,}, "
-                         f"got {text}")
+        raise InputError(f"row {rid!r}: {key} must be at most {ROW_INT_MAX:,}, got {text}",
+                         fix=fix)
     return value
 
 
 def row_float(row: dict, key: str, *, required: bool = False) -> float | None:
     """The finite number > 0 in a row's cell; None for an empty cell unless required."""
+    rid = row.get("id")
+    fix = f"set the {key} cell to a plain number > 0 (such as 3.528 or 2.0e12)"
     text = (row.get(key) or "").strip()
     if not text:
         if required:
-            raise InputError(f"row {row.get('id')!r}: {key} is empty",
+            raise InputError(f"row {rid!r}: {key} is empty",
                              fix=f"give the published {key} as a number > 0")
         return None
+    _check_no_suffix(row, key, text)
     try:
         value = cell_number(text)
     except ValueError:
-        raise InputError(f"row {row.get('id')!r}: {key}={text!r} is not a number") from None
+        raise InputError(f"row {rid!r}: {key} {text!r} is not a number", fix=fix) from None
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"row {row.get('id')!r}: {key} must be a finite number > 0, "
-                         f"got {text!r}")
+        raise InputError(f"row {rid!r}: {key} must be a finite number > 0, got {text!r}",
+                         fix=fix)
     return value
 
 
@@ -369,7 +427,8 @@ def row_metric(row: dict, metrics) -> str:
     metric = row_word(row, "metric")
     if metric not in metrics:
         close = close_matches(metric, metrics)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         raise InputError(f"row {row['id']!r}: metric {metric!r} is not one of "
-                         f"{', '.join(metrics)}{hint}")
+                         f"{', '.join(metrics)}{hint}",
+                         fix=f"set the metric cell to one of {', '.join(metrics)}")
     return metric

@@ -156,39 +156,40 @@ def test_throughput_metrics_are_the_step_time_turned_around(tmp_path):
         assert row.predicted == pytest.approx(expected, rel=1e-12)
     (failed,) = validate_training(_row_csv(tmp_path, metric="token_per_s")).failed
     assert "metric 'token_per_s' is not one of step_s, gpu_hours" in failed.error
-    assert "did you mean tokens_per_s" in failed.error
+    assert "did you mean 'tokens_per_s', 'tokens_per_s_per_gpu'?" in failed.error
 
 
 def test_cells_written_as_published_tables_write_them_read_the_same(tmp_path):
-    """Case, yes/no flags, thousands separators and SI suffixes ('2T' tokens) are the same
-    cells; '1,5' is no grouping and stays an error rather than a guess."""
+    """Case, yes/no flags and thousands separators are the same cells; '1,5' is no grouping
+    and stays an error rather than a guess, and so is a suffix ('2T' tokens: 2e12 or 2^41?
+    test_validate_audit_s62.py)."""
     plain = {"precision": "fp16", "recompute": "full", "sequence_parallel": "false",
              "metric": "gpu_hours", "tokens": "2000000000000", "value": "18432",
              "global_batch": "512"}
     styled = {"precision": "FP16", "recompute": "Full", "sequence_parallel": "no",
-              "metric": "GPU_Hours", "tokens": "2T", "value": "18,432",
-              "global_batch": "0.512k"}
+              "metric": "GPU_Hours", "tokens": "2e12", "value": "18,432",
+              "global_batch": "512.0"}
     (expected,) = validate_training(_row_csv(tmp_path, **plain)).rows
     (row,) = validate_training(_row_csv(tmp_path, **styled)).rows
     assert expected.predicted is not None and row.predicted == expected.predicted
     assert row.published == expected.published == 18432
     (failed,) = validate_training(_row_csv(tmp_path, value="1,5")).failed
-    assert "value='1,5' is not a number" in failed.error
+    assert "value '1,5' is not a number" in failed.error
     (failed,) = validate_training(_row_csv(tmp_path, sequence_parallel="maybe")).failed
     assert "sequence_parallel must be true or false, got 'maybe'" in failed.error
 
 
 @pytest.mark.parametrize("cells, reason", [
     ({"value": ""}, "value is empty"),
-    ({"value": "abc"}, "value='abc' is not a number"),
+    ({"value": "abc"}, "value 'abc' is not a number"),
     ({"value": "0"}, "value must be a finite number > 0"),
     ({"value": "inf"}, "value must be a finite number > 0"),
-    ({"tokens": "abc", "metric": "gpu_hours"}, "tokens='abc' is not a number"),
+    ({"tokens": "abc", "metric": "gpu_hours"}, "tokens 'abc' is not a number"),
     ({"seq_len": ""}, "seq_len is required and must be >= 1"),
     ({"num_gpus": "0"}, "num_gpus must be >= 1, got 0"),
-    ({"tp": "-inf"}, "tp='-inf' is not a number"),
+    ({"tp": "-inf"}, "tp '-inf' is not a number"),
     ({"tp": "0"}, "tp must be >= 1, got 0"),
-    ({"tp": "1.5"}, "tp='1.5' is not a whole number"),
+    ({"tp": "1.5"}, "tp '1.5' is not a whole number"),
     ({"zero": "5"}, "zero must be between 0 and 3, got 5"),
     # 1e300 x 1e300 tokens a step overflowed a float inside the search
     ({"global_batch": "1e300"}, "global_batch must be at most 2,147,483,647, got 1e300"),

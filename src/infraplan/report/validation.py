@@ -10,9 +10,20 @@ from infraplan.report.terminal import table
 from infraplan.training.evaluate import PlanResult
 from infraplan.training.plan import plan_legend
 
-EXIT_HELP = ("Every row's result is printed; the exit status is 2 when any row has bad input "
-             "(a typo, a bad number, an impossible plan) or the file cannot be read, and 0 "
-             "otherwise, also when the model cannot predict a row (no plan fits in memory).")
+# Each kind's --help on what is printed and the exit status, in the kind's own words
+_BAD_INPUT = {"training": "a typo, a bad number, an impossible plan such as tp*pp*cp*dp not "
+                          "equal to num_gpus",
+              "serving": "a typo, a bad number, num_gpus not a multiple of tp, an engine "
+                         "without the row's KV format"}
+_MODEL_LIMIT = {"training": "no plan fits in memory",
+                "serving": "the replica's memory holds no KV cache for the requests, or the "
+                           "engine refuses them"}
+EXIT_HELP = {kind: "Every row's result is printed (predicted, published, signed error, plan; "
+             "then the median and max |error| and each failed row's reason); --quiet prints "
+             "the summary line, and the bad rows' reasons on stderr. The exit status is 2 "
+             f"when any row has bad input ({_BAD_INPUT[kind]}) or the file cannot be read, "
+             "and 0 otherwise, also when the model cannot predict some or all rows "
+             f"({limit})." for kind, limit in _MODEL_LIMIT.items()}
 
 
 def figure(value: float | None) -> str:
@@ -56,13 +67,17 @@ def validation_text(report) -> str:
 
 
 def validation_summary(report) -> str:
-    """Rows, median and max |error| over the rows that predicted, failures (bad input apart
-    from the model's limits), and the rows a stand-in engine simulated."""
+    """Rows, median and max |error| (and the max's row) and the mean signed error over the
+    rows that predicted, failures (bad input apart from the model's limits), and the rows a
+    stand-in engine simulated."""
     if not report.predicted_rows:
         errors = "no row predicted"
     else:
+        bias = report.mean_error_pct  # NaN when the rows mix times and rates
         errors = (f"median |error| {report.median_abs_error_pct:.1f}%, "
-                  f"max |error| {report.max_abs_error_pct:.1f}%")
+                  f"max |error| {report.max_abs_error_pct:.1f}% (row "
+                  f"{report.max_abs_error_id!r})"
+                  + (f", mean error {bias:+.1f}% (bias)" if math.isfinite(bias) else ""))
     failed = len(report.failed)
     bad = len(report.input_errors)
     split = f" ({bad} bad input, {failed - bad} beyond the model)" if failed else ""
@@ -76,10 +91,24 @@ def validation_summary(report) -> str:
     return line
 
 
-def bad_input_message(report, file: str) -> str:
-    """The stderr line of a run whose rows include bad input (exit status 2)."""
+# the bad rows whose reasons a --quiet run's error lists; the others are counted
+QUIET_REASONS = 5
+
+
+def bad_input_message(report, file: str, where: str = "text") -> str:
+    """The stderr lines of a run whose rows include bad input (exit status 2). `where` the
+    rows' reasons are: "text" (printed above), "json" (the "failed" list); "quiet": nowhere
+    else, so the message carries them (the first QUIET_REASONS and a count)."""
     bad = report.input_errors
     lines = ", ".join(str(r.line) for r in bad[:10]) + (", ..." if len(bad) > 10 else "")
-    return (f"error: {len(bad)} row{'s' if len(bad) > 1 else ''} of {file} "
-            f"{'have' if len(bad) > 1 else 'has'} bad input (line {lines}). To fix: see "
-            "each row's reason above")
+    head = (f"error: {len(bad)} row{'s' if len(bad) > 1 else ''} of {file} "
+            f"{'have' if len(bad) > 1 else 'has'} bad input (line {lines})")
+    if where == "json":
+        return f"{head}. To fix: see each row's reason in the JSON's \"failed\" list"
+    if where != "quiet":
+        return f"{head}. To fix: see each row's reason above"
+    shown = [f"  {r.error}" for r in bad[:QUIET_REASONS]]
+    more = len(bad) - QUIET_REASONS
+    if more > 0:
+        shown.append(f"  ... and {more} more (run without --quiet to see every row)")
+    return "\n".join([f"{head}:", *shown, "To fix: correct each row as its reason says"])

@@ -85,7 +85,10 @@ def requests_for_row(row: dict, seed: int = 0) -> Requests:
     if arrival == "poisson":
         rate = row_float(row, "rate_per_s")
         if rate is None:
-            raise InputError(f"row {row['id']!r}: a poisson row needs rate_per_s > 0")
+            raise InputError(f"row {row['id']!r}: a poisson row needs rate_per_s > 0 and the "
+                             "rate_per_s cell is empty", fix="give the published request rate "
+                             "(requests per second) in the rate_per_s cell, or set arrival to "
+                             "offline")
         process = {"kind": "poisson", "rate_per_s": rate}
     else:
         process = {"kind": "offline"}
@@ -196,7 +199,9 @@ def deployment_for_row(row: dict, base_dir: Path | None = None) -> Deployment:
     tp = row_int(row, "tp", low=1) or 1
     gpus = row_int(row, "num_gpus", low=1) or tp
     if gpus % tp:
-        raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}")
+        raise InputError(f"row {row['id']!r}: num_gpus={gpus} is not a multiple of tp={tp}",
+                         fix="correct the num_gpus or the tp cell (num_gpus: accelerators per "
+                             "replica, a multiple of tp)")
     arrival = row_word(row, "arrival")
     static = arrival == "static_batch"
     bench = engine.name == "tensorrt-llm" and arrival == "offline"
@@ -238,7 +243,8 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     published = row_float(row, "value", required=True)
     if metric.startswith(("tpot", "itl")) and row_int(row, "output_len", required=True) < 2:
         raise InputError(f"row {row['id']!r}: {metric} needs output_len >= 2 (a one-token "
-                         "answer has no time per output token)")
+                         "answer has no time per output token)",
+                         fix="correct the output_len cell, or use ttft or e2e metrics")
     try:
         dep, requests = deployment_for_row(row, base_dir), requests_for_row(row)
     except InputError as exc:

@@ -113,12 +113,16 @@ def predict_row(row: dict, base_dir: Path) -> RowResult:
     arch = load_model(row["model"].strip(), base_dir=base_dir)
     tokens = row_float(row, "tokens")
     if metric == "gpu_hours" and tokens is None:
-        raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens")
+        raise InputError(f"row {row['id']!r}: a gpu_hours row needs tokens and the tokens "
+                         "cell is empty", fix="give the run's total training tokens in the "
+                         "tokens cell (a plain number such as 3e11)")
     gpu, node = load_catalog().hardware(row["gpu"].strip())  # an accelerator or a node type
     try:  # an empty cell: the chip's 16-bit type (fp16 on V100 and T4)
         precision = check_precision(row_word(row, "precision", gpu.sixteen_bit))
     except InputError as exc:
-        raise InputError(f"row {row['id']!r}: {exc.message}") from None
+        raise InputError(f"row {row['id']!r}: {exc.message}", fix=exc.fix or "set the "
+                         "precision cell to one of them, or leave it empty (the chip's 16-bit "
+                         "type)") from None
     job = TrainingJob(seq_len=row_int(row, "seq_len", required=True),
                       global_batch=row_int(row, "global_batch", required=True),
                       tokens=tokens, precision=precision)
