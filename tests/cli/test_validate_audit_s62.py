@@ -1,6 +1,6 @@
 """`infraplan validate` after audit s62: the exit status the help promises when the model
-cannot predict a row, --quiet errors that carry their reasons, CSV cells that hold plain
-numbers only, row messages that all say how to fix them, each kind's own help, and file
+cannot predict a row, --quiet errors that carry their reasons, suffixed numbers read as SI
+with a note, row messages that all say how to fix them, each kind's own help, and file
 suggestions only for names that are really close."""
 
 from __future__ import annotations
@@ -100,27 +100,32 @@ def test_without_quiet_the_error_points_at_the_reasons_where_they_are(tmp_path, 
         "the JSON's \"failed\" list\n")
 
 
-# 3. a cell holds a plain number: a suffix is refused with both readings
+# 3. a suffix reads as SI (published tables write '2T' tokens), and the row's notes say so
 
 
-@pytest.mark.parametrize("cells, reason", [
-    ({"global_batch": "1k"}, "global_batch '1k' has a suffix (k); a cell holds a plain number. "
-     "To fix: write 1000 or 1024, whichever the source means (exponent form such as 2.0e12 "
-     "also works)"),
+@pytest.mark.parametrize("cells, plain, note", [
+    ({"global_batch": "0.512k"}, {"global_batch": "512"}, "global_batch '0.512k' read as "
+     "512 (a suffix is SI; write 524.288 if the source means binary)"),
     ({"metric": "gpu_hours", "tokens": "2T", "value": "18432"},
-     "tokens '2T' has a suffix (T); a cell holds a plain number. To fix: write 2000000000000 "
-     "or 2199023255552, whichever the source means (exponent form such as 2.0e12 also "
-     "works)"),
+     {"metric": "gpu_hours", "tokens": "2000000000000", "value": "18432"},
+     "tokens '2T' read as 2000000000000 (a suffix is SI)"),
     ({"metric": "gpu_hours", "tokens": "1.5 B", "value": "18432"},
-     "tokens '1.5 B' has a suffix (B); a cell holds a plain number. To fix: write 1500000000 "
-     "(exponent form such as 2.0e12 also works)"),
+     {"metric": "gpu_hours", "tokens": "1500000000", "value": "18432"},
+     "tokens '1.5 B' read as 1500000000 (a suffix is SI)"),
 ])
-def test_a_suffixed_number_is_refused_with_the_numbers_it_may_mean(tmp_path, capsys, cells,
-                                                                   reason):
-    path = _write(tmp_path, TRAIN_HEADER, _train_row("suf", **cells))
-    status, out, _ = _run(capsys, "training", str(path))
-    assert status == 2
-    assert f"failed (input error) rows.csv:2: row 'suf': {reason}\n" in out
+def test_a_suffixed_number_reads_as_si_and_the_row_says_so(tmp_path, capsys, cells, plain,
+                                                           note):
+    """'1k' was read as 1,000 without a word, where a source may mean 1,024."""
+    import json
+
+    rows = {}
+    for rid, row in (("suf", cells), ("plain", plain)):
+        path = _write(tmp_path, TRAIN_HEADER, _train_row(rid, **row), name=f"{rid}.csv")
+        status, out, _ = _run(capsys, "training", str(path), "--json")
+        assert status == 0
+        [rows[rid]] = json.loads(out)["rows"]
+    assert rows["suf"]["predicted"] == rows["plain"]["predicted"]
+    assert note in rows["suf"]["notes"] and not any("suffix" in n for n in rows["plain"]["notes"])
 
 
 def test_plain_and_exponent_cells_still_read(tmp_path, capsys):

@@ -160,15 +160,15 @@ def test_throughput_metrics_are_the_step_time_turned_around(tmp_path):
 
 
 def test_cells_written_as_published_tables_write_them_read_the_same(tmp_path):
-    """Case, yes/no flags and thousands separators are the same cells; '1,5' is no grouping
-    and stays an error rather than a guess, and so is a suffix ('2T' tokens: 2e12 or 2^41?
-    test_validate_audit_s62.py)."""
+    """Case, yes/no flags, thousands separators and SI suffixes ('2T' tokens, noted:
+    test_validate_audit_s62.py) are the same cells; '1,5' is no grouping and stays an error
+    rather than a guess."""
     plain = {"precision": "fp16", "recompute": "full", "sequence_parallel": "false",
              "metric": "gpu_hours", "tokens": "2000000000000", "value": "18432",
              "global_batch": "512"}
     styled = {"precision": "FP16", "recompute": "Full", "sequence_parallel": "no",
-              "metric": "GPU_Hours", "tokens": "2e12", "value": "18,432",
-              "global_batch": "512.0"}
+              "metric": "GPU_Hours", "tokens": "2T", "value": "18,432",
+              "global_batch": "0.512k"}
     (expected,) = validate_training(_row_csv(tmp_path, **plain)).rows
     (row,) = validate_training(_row_csv(tmp_path, **styled)).rows
     assert expected.predicted is not None and row.predicted == expected.predicted

@@ -23,8 +23,8 @@ from infraplan.serving.metrics import dropped_reasons, summarize
 from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import Requests, TrafficSpec, generate
 from infraplan.models import load_model
-from infraplan.validation import (RowModelError, RowResult, ValidationReport, row_choice,
-                                  row_float, row_int, row_metric, row_word, validate_file)
+from infraplan.validation import RowModelError, RowResult, ValidationReport, validate_file
+from infraplan.validation_cells import row_choice, row_float, row_int, row_metric, row_word
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "weight_dtype", "kv_dtype",
            "input_len", "output_len", "num_requests", "arrival", "rate_per_s", "batch",

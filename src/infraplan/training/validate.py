@@ -19,9 +19,9 @@ from infraplan.training.evaluate import TrainingJob
 from infraplan.training.memory import check_precision, model_notes
 from infraplan.training.search import search
 from infraplan.training.space import Knobs
-from infraplan.validation import (RowModelError, RowResult, ValidationReport, row_choice,
-                                  row_flag, row_float, row_int, row_metric, row_word,
-                                  validate_file)
+from infraplan.validation import RowModelError, RowResult, ValidationReport, validate_file
+from infraplan.validation_cells import (row_choice, row_flag, row_float, row_int, row_metric,
+                                        row_word)
 from infraplan.workloads import MAX_ACCELERATORS
 
 COLUMNS = ("id", "source", "model", "gpu", "num_gpus", "tp", "pp", "dp", "cp", "ep", "zero",
