@@ -36,7 +36,25 @@ MAX_CONFIG_BYTES = 64 * 1024  # an uploaded config.json
 SWEEP_REQUESTS = 800  # requests per load-sweep point in the web UI
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
 
-router = APIRouter(prefix="/api")
+
+
+class ErrorAnswer(BaseModel):
+    """Every refused or failed request's answer: one line, the field first and the fix."""
+
+    detail: str = Field(description="what is wrong, naming the field, and 'To fix: ...'")
+
+
+# what each route answers besides 200 (FastAPI would document its own 422 list otherwise)
+ERRORS: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorAnswer, "description": "the body or an uploaded config is too large"},
+    422: {"model": ErrorAnswer, "description": "bad input: the field, why, and the fix"},
+    500: {"model": ErrorAnswer, "description": "a defect (please report it)"}}
+
+# a POST's body must be declared JSON (app.BodyLimit)
+NOT_JSON: dict[int | str, dict[str, Any]] = {
+    415: {"model": ErrorAnswer, "description": "the body is not declared JSON (Content-Type)"}}
+
+router = APIRouter(prefix="/api", responses=ERRORS)
 
 
 class TooLarge(InputError):
@@ -181,7 +199,7 @@ def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "e
     return json.loads(json.dumps(listing[2], default=str))
 
 
-@router.post("/plan/train")
+@router.post("/plan/train", responses=NOT_JSON)
 @in_request_terms(TrainRequest, "hardware|training|constraints", *TRAIN_TERMS)
 def plan_train(req: TrainRequest) -> PlanResponse:
     """`infraplan plan train`: ranked plans, frontier, the report document."""
@@ -236,7 +254,7 @@ def _serve_scenario(req: _Serve, extra: dict, gpus: list[str]):
     return ServeScenario.model_validate(raw)
 
 
-@router.post("/simulate/serve")
+@router.post("/simulate/serve", responses=NOT_JSON)
 @in_request_terms(SimulateServeRequest, "deployment", *SERVE_TERMS)
 def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     """`infraplan simulate serve`: latency, throughput, KV use and cost of one deployment."""
@@ -252,7 +270,7 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     return respond(doc["simulation"], doc)
 
 
-@router.post("/plan/serve")
+@router.post("/plan/serve", responses=NOT_JSON)
 @in_request_terms(PlanServeRequest, "search", *SERVE_TERMS)
 def plan_serve(req: PlanServeRequest) -> PlanResponse:
     """`infraplan plan serve`: the cheapest deployment meeting the SLOs, then simulated."""
@@ -275,7 +293,7 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
     return respond(doc["plan"], doc)
 
 
-@router.post("/memory")
+@router.post("/memory", responses=NOT_JSON)
 @in_request_terms(MemoryRequest, "hardware|parallelism|training|finetune", *MEMORY_TERMS)
 def memory(req: MemoryRequest) -> PlanResponse:
     """`infraplan memory`: memory per accelerator of one plan, whether it fits, the single
@@ -287,7 +305,7 @@ def memory(req: MemoryRequest) -> PlanResponse:
     return respond(*memory_answer(scenario, arch))
 
 
-@router.post("/models/inspect")
+@router.post("/models/inspect", responses=NOT_JSON)
 @in_request_terms(InspectRequest)
 def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan

@@ -111,11 +111,13 @@ PRICE_FIELDS = (_select("pricing", "pricing", PRICING, default="on_demand")
                               "for the pricing"))
 
 
-def _page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(f"""<!DOCTYPE html>
+def _page(title: str, body: str, status_code: int = 200) -> HTMLResponse:
+    """A page titled 'TITLE: infraplan' (the home page, title '': 'infraplan')."""
+    full = f"{title}: infraplan" if title else "infraplan"
+    return HTMLResponse(status_code=status_code, content=f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(title)}: infraplan</title>
+<title>{escape(full)}</title>
 {FAVICON}
 <link rel="stylesheet" href="/static/app.css">
 <script src="/static/plotly.min.js"></script>
@@ -139,7 +141,7 @@ RESULT = ('<div id="notice" class="notice hidden" role="status"></div>'
 
 @pages.get("/", response_class=HTMLResponse)
 def home() -> HTMLResponse:
-    return _page("infraplan", f"""<header class="top"><h1>infraplan</h1>
+    return _page("", f"""<header class="top"><h1>infraplan</h1>
 <p>Plan, simulate and check AI infrastructure: will it fit, how long, how much.</p></header>
 <section class="heading"><h2>What do you want to plan?</h2>
 <p><a href="/memory">Memory</a>: will a training or fine-tuning configuration fit? Memory
@@ -307,6 +309,23 @@ traffic. The form lives in the address bar: copy it to share the result.</p></he
 <form class="plan" data-endpoint="/api/plan/serve"
  data-endpoint-plan="/api/plan/serve"
  data-endpoint-simulate="/api/simulate/serve">{form}</form>{RESULT}""")
+
+
+PAGES = ("/", "/memory", "/train", "/serve")
+
+
+def not_found(path: str) -> HTMLResponse:
+    """The 404 of a browser path (an /api path answers JSON): the pages there are, and the
+    closest one to the path asked for."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(path.rstrip("/") or "/", PAGES, n=1, cutoff=0.6)
+    hint = (f' Did you mean <a href="{near[0]}">{near[0]}</a>?' if near else "")
+    links = ", ".join(f'<a href="{p}">{p}</a>' for p in PAGES)
+    return _page("Page not found", f"""<header class="top"><h1>Page not found</h1>
+<p>There is no page at <code>{escape(path)}</code>.{hint}</p>
+<p class="hint">The pages are {links}; the JSON API is under /api (its schema:
+<a href="/openapi.json">/openapi.json</a>).</p></header>""", status_code=404)
 
 
 @lru_cache(maxsize=1)
