@@ -76,3 +76,60 @@ def test_the_size_cap_comes_before_the_json_check(client, size, status):
     r = client.post("/api/plan/train", content=b"x" * size,
                     headers={"content-type": "application/json"})
     assert r.status_code == status, r.text
+
+
+# 4. a training request's range errors open with the field and give the fix
+
+TRAIN = {"model": "gpt3-175b", "gpus": ["a100"]}
+
+
+@pytest.mark.parametrize("extra, detail", [
+    ({"min_count": 64, "max_count": 8},
+     "min_count 64 exceeds max_count 8. To fix: lower min_count to 8 or less, or raise "
+     "max_count to 64 or more"),
+    ({"min_count": 1, "max_count": 4096, "count_step": 1},
+     "count_step: the search space of 1..4096 GPUs in steps of 1 is 4,096 GPU counts, over "
+     "the web's cap of 512 searched. To fix: raise count_step to 9 or more, narrow "
+     "min_count..max_count (or run `infraplan plan train` locally)"),
+    ({"gpus": ["a100", "h100"], "min_count": 1, "max_count": 4096},  # a node's 8: 515
+     "count_step: the search space of 1..4096 GPUs in steps of 8 is 515 GPU counts x 2 "
+     "accelerators, over the web's cap of 512 searched. To fix: raise count_step to 17 or "
+     "more, narrow min_count..max_count or compare fewer accelerators (or run `infraplan "
+     "plan train` locally)"),
+], ids=["min-over-max", "step-1", "default-step-2-gpus"])
+def test_count_range_refusals_open_with_the_field_and_fix(client, extra, detail):
+    r = client.post("/api/plan/train", json=dict(TRAIN, **extra))
+    assert (r.status_code, r.json()) == (422, {"detail": detail})
+
+
+# 5. an unknown catalog name opens with the request's field that named it
+
+@pytest.mark.parametrize("path, body, detail", [
+    ("/api/plan/train", {"model": "llama-3.1-8b", "gpus": ["a10O"]},
+     "gpus: unknown accelerator 'a10O'; did you mean 'a10', 'a10g', 'a100-sxm4-80gb'? To fix: "
+     "pick one from /api/catalog/gpus"),
+    ("/api/plan/train", {"model": "lama-3.1-8b", "gpus": ["a100"]},
+     "model: unknown model 'lama-3.1-8b'; did you mean 'llama-3.1-8b', 'llama-3-8b', "
+     "'llama-3.1-70b'? To fix: pick one from /api/catalog/models"),
+    ("/api/simulate/serve", {"model": "llama-3.1-8b", "gpu": "h100", "engine": "vlm"},
+     "engine: unknown engine 'vlm'; did you mean 'vllm'? To fix: pick one from "
+     "/api/catalog/engines"),
+    ("/api/simulate/serve", {"model": "llama-3.1-8b", "gpu": "../x"},
+     "gpu: accelerator '../x' is not a catalog name (letters, digits, '.', '-', '_'). To fix: "
+     "pick one from /api/catalog; the web UI reads no files"),
+    ("/api/plan/serve", {"model": "llama-3.1-8b", "gpus": ["h1000"], "engine": "vllm"},
+     "gpus: unknown accelerator 'h1000'; did you mean 'h100-sxm5-80gb', 'v100-sxm2-32gb', "
+     "'h800-sxm5-80gb'? To fix: pick one from /api/catalog/gpus"),
+    ("/api/models/inspect", {"model": "lama-3.1-8b"},
+     "model: unknown model 'lama-3.1-8b'; did you mean 'llama-3.1-8b', 'llama-3-8b', "
+     "'llama-3.1-70b'? To fix: pick one from /api/catalog/models"),
+])
+def test_unknown_names_open_with_their_field(client, path, body, detail):
+    r = client.post(path, json=body)
+    assert (r.status_code, r.json()) == (422, {"detail": detail})
+
+
+def test_an_unknown_storage_tier_opens_with_storage(client):
+    r = client.post("/api/plan/train", json={"model": "llama-3.1-8b", "gpus": ["a100"],
+                                             "storage": "nope"})
+    assert r.json()["detail"].startswith("storage: unknown storage tier 'nope'; valid choices: ")

@@ -28,6 +28,11 @@ _PRICE_TERMS = ((r"the scenario(?:'|&#x27;)s price", "your price (prices)"),
                 (r"(?:in the scenario: )?prices: \{([\w.-]+): ([\d.]+|\.\.\.)\}",
                  r"prices (\1=\2)"))
 TRAIN_TERMS = (*_PRICE_TERMS, (r"or set counts\b", "or lower count_step"),
+                # the scenario's checks name the request, then its field: the field first
+                # (the page marks the field a message opens with), its fix as a sentence
+                (r"^request: ((?:hardware|training|constraints)\.\w+) (.*?); to fix: ",
+                 r"\1 \2. To fix: "),
+                (r"^request: ((?:hardware|training|constraints)\.\w+) ", r"\1 "),
                 (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"),
                 # the form has no list of counts: min_count..max_count in steps of count_step
                 (r"\(hardware\.counts(, or count_step)?\)", "(min_count, max_count or "
