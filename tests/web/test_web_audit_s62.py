@@ -133,3 +133,71 @@ def test_an_unknown_storage_tier_opens_with_storage(client):
     r = client.post("/api/plan/train", json={"model": "llama-3.1-8b", "gpus": ["a100"],
                                              "storage": "nope"})
     assert r.json()["detail"].startswith("storage: unknown storage tier 'nope'; valid choices: ")
+
+
+# 3. the notes never ask a web user to set a key the request lacks
+
+SMALL_TRAIN = {"model": "llama-3.1-8b", "gpus": ["h100"], "tokens": 1e10, "min_count": 8,
+               "max_count": 16}
+SCENARIO_ONLY = ("set hardware.system or hardware.network to plan others",
+                 "(set energy.region for the grid you run on)", "catalog/data/",
+                 "`infraplan simulate train` draws")
+
+
+@pytest.fixture(scope="module")
+def train_answer(client):
+    r = client.post("/api/plan/train", json=SMALL_TRAIN)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_the_request_models_have_no_node_type_network_or_grid():
+    from infraplan.web.api import PlanServeRequest, SimulateServeRequest, TrainRequest
+
+    for model in (TrainRequest, PlanServeRequest, SimulateServeRequest):
+        assert not {"system", "network", "hardware", "energy", "region"} & set(
+            model.model_fields), model
+
+
+def test_train_notes_say_where_the_node_type_and_grid_are_set(train_answer):
+    text = json.dumps(train_answer["document"]) + train_answer["html"]
+    for phrase in SCENARIO_ONLY:
+        assert phrase not in text, phrase
+    assert ("8 x ib-ndr-400 400 Gb/s between nodes); this page plans these; to plan others, "
+            "set hardware.system or hardware.network in a scenario file for `infraplan plan "
+            "train`") in text
+    assert ("(this page uses the world average; for the grid you run on, set energy.region "
+            "in a scenario file for `infraplan plan train`)") in text
+    assert "(run-goodput in the catalog calibration data)" in text
+    assert ("`infraplan simulate train` (the CLI; this page does not simulate a training run) "
+            "draws the run with that model") in text
+
+
+def test_serve_notes_say_where_the_grid_is_set(client):
+    r = client.post("/api/simulate/serve", json={
+        "model": "llama-3.1-8b", "gpu": "h100", "sweep": False,
+        "traffic": {"num_requests": 200}})
+    assert r.status_code == 200, r.text
+    text = json.dumps(r.json()["document"]) + r.json()["html"]
+    assert "(set energy.region for the grid you run on)" not in text
+    assert ("(this page uses the world average; for the grid you run on, set energy.region "
+            "in a scenario file for `infraplan plan serve`)") in text
+
+
+def test_a_network_bound_note_says_where_its_keys_are_set():
+    from infraplan.errors import InputError
+    from infraplan.web.answers import TRAIN_TERMS, in_request_terms
+    from infraplan.web.api import TrainRequest
+
+    note = ("network-bound: b's best plan (64 GPUs, 8 per node over 1 x eth) spends 40% of "
+            "its step in data-parallel and pipeline communication: a faster scale-out network "
+            "(hardware.network, for example ib-ndr-400) or a node type with more accelerators "
+            "(hardware.system) would shorten it")
+
+    @in_request_terms(TrainRequest, "hardware|training|constraints", *TRAIN_TERMS)
+    def endpoint():
+        raise InputError(note)
+
+    with pytest.raises(InputError) as caught:
+        endpoint()
+    assert str(caught.value) == note + " (set in a scenario file for `infraplan plan train`)"
