@@ -201,3 +201,33 @@ def test_a_network_bound_note_says_where_its_keys_are_set():
     with pytest.raises(InputError) as caught:
         endpoint()
     assert str(caught.value) == note + " (set in a scenario file for `infraplan plan train`)"
+
+
+# 7. the forms' defaults and the API's: the same, or the page says where they differ
+
+def _selected(html: str, name: str) -> list[str]:
+    import re
+
+    select = re.search(rf'<select name="{name}"[^>]*>(.*?)</select>', html, re.S)[1]
+    return re.findall(r'<option value="([^"]*)" selected>', select)
+
+
+def test_the_serve_form_searches_the_apis_default_weight_formats(client):
+    from infraplan.web.api import PlanServeRequest
+
+    default = PlanServeRequest.model_fields["weight_dtypes"].default
+    assert default == ["checkpoint", "fp8"]
+    assert _selected(client.get("/serve").text, "weight_dtypes") == default
+
+
+def test_the_memory_page_says_its_defaults_differ_from_the_apis(client):
+    from infraplan.web.memory import MemoryRequest
+
+    fields = MemoryRequest.model_fields
+    assert (fields["num_gpus"].default, fields["zero"].default) == (1, 0)
+    html = client.get("/memory").text
+    assert _selected(html, "zero") == ["1"]
+    assert 'name="num_gpus" data-type="int" value="8"' in html
+    assert ("The form starts from 8 accelerators with ZeRO-1 (a common data-parallel job); "
+            "the CLI\nand <code>/api/memory</code>, given no <code>num_gpus</code> or "
+            "<code>zero</code>, check 1\naccelerator with ZeRO-0.") in html

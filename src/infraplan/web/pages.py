@@ -94,7 +94,8 @@ def _select(name: str, label: str, options=(), *, typ: str = "str", catalog: str
     if catalog:
         attrs += f' data-catalog="{catalog}" data-default="{escape(default)}"'
     wrap = f' data-mode="{mode}"' if mode else ""
-    opts = "".join(f'<option value="{escape(v)}"{" selected" if v == default else ""}>'
+    chosen = default.split(",") if multiple else [default]  # a list's default: a,b
+    opts = "".join(f'<option value="{escape(v)}"{" selected" if v in chosen else ""}>'
                    f"{escape(text)}</option>" for v, text in options)
     return (f"<label{wrap}>{escape(label)}<select {attrs}{' multiple' if multiple else ''}>"
             f"{opts}</select></label>")
@@ -208,8 +209,10 @@ def memory() -> HTMLResponse:
 <p class="hint">Memory per accelerator of one training or fine-tuning plan, as
 <code>infraplan memory</code> computes it: weights, gradients, optimizer states, activations
 and overheads at the fullest pipeline rank; when it does not fit, the single changes that
-do. The form lives in the address bar: copy it to share the check (an uploaded
-config.json is named there, not carried).</p></header>
+do. The form starts from 8 accelerators with ZeRO-1 (a common data-parallel job); the CLI
+and <code>/api/memory</code>, given no <code>num_gpus</code> or <code>zero</code>, check 1
+accelerator with ZeRO-0. The form lives in the address bar: copy it to share the check
+(an uploaded config.json is named there, not carried).</p></header>
 <form class="plan" data-endpoint="/api/memory">{form}</form>{RESULT}""")
 
 
@@ -260,9 +263,10 @@ def serve() -> HTMLResponse:
                 default="h100-sxm5-80gb", multiple=True, mode="plan"),
         _field("tps", "tensor-parallel sizes (e.g. 1,2)", "1,2", kind="text", typ="list-int",
                mode="plan", key="tp"),
+        # the API's default (PlanServeRequest.weight_dtypes): the checkpoint's and fp8
         _select("weight_dtypes", "weight formats",
                 [("checkpoint", "checkpoint's own"), *dtypes], typ="list",
-                default="checkpoint", multiple=True, mode="plan"),
+                default="checkpoint,fp8", multiple=True, mode="plan"),
         _select("kv_dtypes", "KV-cache formats", [("bf16", "16-bit"), ("fp8", "fp8")],
                 typ="list", default="bf16", multiple=True, mode="plan"),
         _field("max_replicas", "most replicas", "16", typ="int", step="1", mode="plan"),
