@@ -68,3 +68,52 @@ def test_the_same_run_again_adds_no_history_entry(browser, live_server):
     assert page.evaluate("history.length") == length
     page.close()
     assert not errors
+
+
+# each results table on a phone: its width, its box's, the box's overflow, and each word of
+# its cells that the browser broke over two lines (a token cut: 'configuratio / n')
+TABLES = """() => Array.from(document.querySelectorAll('#result table'), t => {
+  const box = t.closest('.table-wrap');
+  const broken = [];
+  t.querySelectorAll('th, td').forEach(cell => {
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    while (walk.nextNode()) {
+      const node = walk.currentNode, word = /\\S+/g;
+      let m;
+      while ((m = word.exec(node.data))) {
+        const r = document.createRange();
+        r.setStart(node, m.index);
+        r.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(r.getClientRects(), x => Math.round(x.top)));
+        if (lines.size > 1) { broken.push(m[0]); }
+      }
+    }
+  });
+  return {caption: t.caption.textContent, width: t.getBoundingClientRect().width,
+          shown: box.clientWidth, scrolls: box.scrollWidth, overflow:
+          getComputedStyle(box).overflowX, broken: broken};
+})"""
+
+
+@pytest.mark.parametrize("path, ready, wide", [
+    ("/train?model=llama-3.1-8b&gpus=h100-sxm5-80gb&min_count=8&max_count=64",
+     '#result [data-label="step time"]', "best plans"),
+    ("/serve?mode=plan&model=llama-3.1-8b&num_requests=300", "#fig-load_sweep .main-svg",
+     "configurations that meet the SLOs, cheapest first"),
+], ids=["train", "serve-plan"])
+def test_a_phone_scrolls_wide_tables_and_breaks_no_token(browser, live_server, path, ready,
+                                                        wide):
+    """At 390 px the tables were squeezed into the screen: 'configuratio / n',
+    'recompute=n / one', 'h100-sxm5- / 80gb', the cost column cut."""
+    page, errors = _page(browser, live_server, PHONE)
+    page.goto(live_server + path)
+    page.wait_for_selector(ready, timeout=120_000)
+    tables = page.evaluate(TABLES)
+    assert tables and [(t["caption"], t["broken"]) for t in tables if t["broken"]] == []
+    for t in tables:  # a table wider than its box scrolls inside it
+        assert t["overflow"] == "auto" and t["scrolls"] >= t["width"] - 1, t
+    widest = next(t for t in tables if t["caption"] == wide)
+    assert widest["width"] > widest["shown"], widest  # whole columns, scrolled to
+    assert page.evaluate("document.scrollingElement.scrollWidth") == PHONE["width"]
+    page.close()
+    assert not errors

@@ -445,6 +445,31 @@
     });
     inspectBox.replaceChildren(dl);
   }
+  // a table's text wraps at spaces only: a hyphenated token ('h100-sxm5-80gb',
+  // 'GPU-hours'), which a browser breaks after a hyphen, is kept whole in a span.nobr
+  function keepTokens(root) {
+    root.querySelectorAll('td.wrap, th.wrap, th.split').forEach(function (cell) {
+      var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      var nodes = [];
+      while (walker.nextNode()) { nodes.push(walker.currentNode); }
+      nodes.forEach(function (node) {
+        if (!/\S-|-\S/.test(node.data)) { return; }
+        var parts = document.createDocumentFragment();
+        node.data.split(/(\S*-\S*)/).forEach(function (part, i) {
+          if (!part) { return; }
+          var piece = document.createTextNode(part);
+          if (i % 2) {
+            var span = document.createElement('span');
+            span.className = 'nobr';
+            span.appendChild(piece);
+            piece = span;
+          }
+          parts.appendChild(piece);
+        });
+        node.parentNode.replaceChild(parts, node);
+      });
+    });
+  }
   function clearAnswers() {
     result.replaceChildren();
     inspectBox.replaceChildren();
@@ -538,6 +563,7 @@
           showInspect(answer.data);
         } else {
           result.innerHTML = answer.data.html;  // escaped by the server
+          keepTokens(result);
           showFixes(answer.data.document.apply);
           infraplanDraw(result, answer.data.document.figures);
           if (window.innerWidth < 600) { result.scrollIntoView(); }  // the form is long
