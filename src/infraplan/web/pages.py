@@ -60,12 +60,14 @@ form.plan label.invalid input, form.plan label.invalid select { border-color: #a
 @media (max-width: 600px) {
   form.plan { grid-template-columns: repeat(2, minmax(0, 1fr)); padding: 10px; gap: 8px; }
   form.plan select[multiple] { min-height: 6em; }
-  /* a phone's results table: smaller type and padding; a long text cell (a plan) and a
-     long header wrap at their spaces, every other cell stays on one line, and a table
-     wider than the screen scrolls in its box (.table-wrap) */
+  /* a phone shows every column of a results table it can (latency's p90 and p99 are the
+     SLO columns): text cells wrap at their spaces only (app.js keeps a hyphenated token
+     whole), numbers stay whole, smaller type and padding; a table still wider scrolls in
+     its box (.table-wrap) */
   #result table { font-size: 0.75rem; }
-  #result th, #result td { padding: 3px 4px; }
-  #result th.wrap, #result td.wrap { min-width: 10em; }
+  #result th, #result td { padding: 3px 4px; white-space: normal; }
+  #result td.num { white-space: nowrap; }
+  #result th.wrap, #result td.wrap { min-width: 8em; }
   /* a table still wider (the load sweep's 7 columns) scrolls under a caption that stays
      whole in view */
   #result caption { position: sticky; left: 0; max-width: calc(100vw - 34px);

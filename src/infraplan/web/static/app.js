@@ -448,7 +448,7 @@
   // a table's text wraps at spaces only: a hyphenated token ('h100-sxm5-80gb',
   // 'GPU-hours'), which a browser breaks after a hyphen, is kept whole in a span.nobr
   function keepTokens(root) {
-    root.querySelectorAll('td.wrap, th.wrap, th.split').forEach(function (cell) {
+    root.querySelectorAll('td:not(.num), th').forEach(function (cell) {
       var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
       var nodes = [];
       while (walker.nextNode()) { nodes.push(walker.currentNode); }
