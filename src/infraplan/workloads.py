@@ -182,7 +182,9 @@ class TrainHardware(_Spec):
         if self.counts is not None and max(self.counts) > MAX_ACCELERATORS:
             raise ValueError(f"counts must be <= {MAX_ACCELERATORS:,} (got {max(self.counts)})")
         if self.counts is None and self.min_count > self.max_count:
-            raise FieldError("min_count", f"{self.min_count} exceeds max_count {self.max_count}")
+            raise FieldError("min_count", f"{self.min_count} exceeds max_count {self.max_count}",
+                             fix=f"lower min_count to {self.max_count} or less, or raise "
+                                 f"max_count to {self.min_count} or more")
         return self
 
     @model_validator(mode="after")

@@ -104,7 +104,9 @@ def test_a_failed_run_clears_the_earlier_answer(browser, live_server):
     page.click("button[type=submit]")
     page.wait_for_selector("#error:not(.hidden)")
     assert page.inner_html("#result") == ""
-    assert page.inner_text("#error").endswith("min_count 64 exceeds max_count 8")
+    assert page.inner_text("#error").endswith(
+        "min_count 64 exceeds max_count 8. To fix: lower min_count to 8 or less, or raise "
+        "max_count to 64 or more")
     page.close()
     home, home_errors = _page(browser, live_server, DESKTOP)
     home.goto(f"{live_server}/")

@@ -60,7 +60,9 @@ table { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
 caption { text-align: left; font-weight: 600; padding: 6px 10px; }
 th, td { padding: 5px 8px; border-top: 1px solid var(--line); text-align: left;
   white-space: nowrap; }
-th.wrap, td.wrap { white-space: normal; min-width: 14em; overflow-wrap: anywhere; }
+/* a long text cell wraps at its spaces only: a token stays whole (its column widens and
+   the table scrolls in its box), never 'configuratio / n' or 'recompute=n / one' */
+th.wrap, td.wrap { white-space: normal; min-width: 14em; overflow-wrap: normal; }
 th { vertical-align: bottom; }
 th.split { white-space: normal; }
 th { background: var(--card); font-weight: 600; }

@@ -27,12 +27,39 @@ _PRICE_TERMS = ((r"the scenario(?:'|&#x27;)s price", "your price (prices)"),
                 # the library's 'prices: {h100-sxm5-80gb: 2.50}' is the field's h100...=2.50
                 (r"(?:in the scenario: )?prices: \{([\w.-]+): ([\d.]+|\.\.\.)\}",
                  r"prices (\1=\2)"))
-TRAIN_TERMS = (*_PRICE_TERMS, (r"or set counts\b", "or lower count_step"),
+
+def _scenario_file(command: str) -> tuple[tuple[str, str], ...]:
+    """The keys the notes ask for that no request has (the node type, the network, the
+    grid): the page says where they are set, a scenario file for the CLI's `command`."""
+    where = f"in a scenario file for `infraplan {command}`"
+    return ((r" \(set energy\.region for the grid you run on\)",
+             f" (this page uses the world average; for the grid you run on, set energy.region "
+             f"{where})"),
+            (r"; set hardware\.system or hardware\.network to plan others",
+             f"; this page plans these; to plan others, set hardware.system or "
+             f"hardware.network {where}"),
+            (r"(a faster scale-out network \(hardware\.network, .*?\(hardware\.system\) "
+             r"would shorten it)", rf"\1 (set {where})"))
+
+
+TRAIN_TERMS = (*_PRICE_TERMS, *_scenario_file("plan train"),
+                # the Yield plan's sources: a file inside the package, a command of the CLI
+                (r"\(run-goodput in catalog/data/calibration\.yaml\)",
+                 "(run-goodput in the catalog calibration data)"),
+                (r"`infraplan simulate train` draws the run",
+                 "`infraplan simulate train` (the CLI; this page does not simulate a training "
+                 "run) draws the run"),
+                (r"or set counts\b", "or lower count_step"),
+                # the scenario's checks name the request, then its field: the field first
+                # (the page marks the field a message opens with), its fix as a sentence
+                (r"^request: ((?:hardware|training|constraints)\.\w+) (.*?); to fix: ",
+                 r"\1 \2. To fix: "),
+                (r"^request: ((?:hardware|training|constraints)\.\w+) ", r"\1 "),
                 (r"\(hardware\.max_count, or hardware\.counts\)", "(max_count)"),
                 # the form has no list of counts: min_count..max_count in steps of count_step
                 (r"\(hardware\.counts(, or count_step)?\)", "(min_count, max_count or "
                                                           "count_step)"))
-SERVE_TERMS = (*_PRICE_TERMS,
+SERVE_TERMS = (*_PRICE_TERMS, *_scenario_file("plan serve"),
     (r"\btraffic\.arrival\.(rate_per_s|cv)\b", r"traffic.\1"),
     (r"\btraffic\.(input|output)\.(mean|max)\b", r"traffic.\1_\2_tokens"),
     (r"\btraffic\.(input|output)\.sigma\b", r"traffic.\1_sigma"),

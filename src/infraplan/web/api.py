@@ -36,24 +36,48 @@ MAX_CONFIG_BYTES = 64 * 1024  # an uploaded config.json
 SWEEP_REQUESTS = 800  # requests per load-sweep point in the web UI
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
 
-router = APIRouter(prefix="/api")
+
+
+class ErrorAnswer(BaseModel):
+    """Every refused or failed request's answer: one line, the field first and the fix."""
+
+    detail: str = Field(description="what is wrong, naming the field, and 'To fix: ...'")
+
+
+# what each route answers besides 200 (FastAPI would document its own 422 list otherwise)
+ERRORS: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorAnswer, "description": "the body or an uploaded config is too large"},
+    422: {"model": ErrorAnswer, "description": "bad input: the field, why, and the fix"},
+    500: {"model": ErrorAnswer, "description": "a defect (please report it)"}}
+
+# a POST's body must be declared JSON (app.BodyLimit)
+NOT_JSON: dict[int | str, dict[str, Any]] = {
+    415: {"model": ErrorAnswer, "description": "the body is not declared JSON (Content-Type)"}}
+
+router = APIRouter(prefix="/api", responses=ERRORS)
 
 
 class TooLarge(InputError):
     """A request over one of the web caps that is about size: HTTP 413."""
 
 
-def catalog_name(kind: str, name: str) -> str:
+def catalog_name(kind: str, name: str, field: str = "") -> str:
     """The canonical catalog name of `name`; anything that is not one (a path, a URL) is
-    refused before the library sees it."""
+    refused before the library sees it. A refusal opens with `field`, the request's field
+    that named it (the page marks that field)."""
     table = {"model": "models", "accelerator": "accelerators", "storage tier": "storage",
              "engine": "engines"}[kind]
-    if not NAME.fullmatch(name) or ".." in name:
-        raise InputError(f"{kind} {name!r} is not a catalog name (letters, digits, '.', '-', "
-                         "'_')", fix="pick one from /api/catalog; the web UI reads no files"
-                         + (" (send a config.json's contents as config, in place of model)"
-                            if kind == "model" else ""))
-    return getattr(load_catalog(), table).get(name).name
+    try:
+        if not NAME.fullmatch(name) or ".." in name:
+            raise InputError(f"{kind} {name!r} is not a catalog name (letters, digits, '.', "
+                             "'-', '_')", fix="pick one from /api/catalog; the web UI reads "
+                             "no files" + (" (send a config.json's contents as config, in "
+                                           "place of model)" if kind == "model" else ""))
+        return getattr(load_catalog(), table).get(name).name
+    except InputError as exc:
+        if not field:
+            raise
+        raise InputError(f"{field}: {exc.message}", fix=exc.fix) from None
 
 
 class TrainRequest(ModelPick):
@@ -181,7 +205,7 @@ def catalog(kind: Literal["models", "gpus", "systems", "networks", "storage", "e
     return json.loads(json.dumps(listing[2], default=str))
 
 
-@router.post("/plan/train")
+@router.post("/plan/train", responses=NOT_JSON)
 @in_request_terms(TrainRequest, "hardware|training|constraints", *TRAIN_TERMS)
 def plan_train(req: TrainRequest) -> PlanResponse:
     """`infraplan plan train`: ranked plans, frontier, the report document."""
@@ -191,27 +215,45 @@ def plan_train(req: TrainRequest) -> PlanResponse:
     from infraplan.workloads import TrainScenario
 
     model, arch = _model(req)
-    gpus = [catalog_name("accelerator", g) for g in req.gpus]  # TrainHardware dedupes
+    gpus = [catalog_name("accelerator", g, "gpus") for g in req.gpus]  # deduped later
     raw = {"name": f"{model} training", "model": model,
            "training": {"tokens": req.tokens, "global_batch": req.global_batch,
                         "seq_len": req.seq_len, "precision": req.precision,
                         "optimizer": req.optimizer,
-                        "storage": req.storage and catalog_name("storage tier", req.storage)},
+                        "storage": req.storage and catalog_name("storage tier", req.storage,
+                                                                "storage")},
            "hardware": {"gpus": gpus, "min_count": req.min_count, "max_count": req.max_count,
                         "count_step": req.count_step},
            "constraints": {"deadline_days": req.deadline_days,
                            "budget_gpu_hours": req.budget_gpu_hours}, "top": req.top,
            "pricing": req.pricing, "prices": form_prices(req.prices, gpus)}
     scenario = parse_spec(raw, TrainScenario, "request")
-    choices = len(knobs_for(scenario, gpus[0]).gpus) * len(gpus)
-    if choices > MAX_COUNT_CHOICES:
-        raise InputError(f"search space: {choices} GPU counts x accelerators exceeds the web "
-                         f"cap of {MAX_COUNT_CHOICES}",
-                         fix="narrow min_count..max_count, raise count_step or compare fewer "
-                             "accelerators (or run `infraplan plan train` locally)")
+    counts = knobs_for(scenario, gpus[0]).gpus
+    if len(counts) * len(gpus) > MAX_COUNT_CHOICES:
+        raise _too_many_counts(req, counts, len(gpus))
     result = plan_training(scenario, arch=arch)
     return respond(dict(model=scenario.model, **result.to_json()),
                     training_document(scenario, result, arch=arch))
+
+
+def _too_many_counts(req: TrainRequest, counts: tuple[int, ...], accelerators: int):
+    """The search-space cap's refusal, about count_step: the step that would fit."""
+    from infraplan.training.plan_train import gpu_counts
+
+    step = req.count_step or (counts[-1] - counts[-2])  # default: the GPUs per node
+    fits = next((s for s in range(step + 1, req.max_count + 1)
+                 if len(gpu_counts(req.min_count, req.max_count, s)) * accelerators
+                 <= MAX_COUNT_CHOICES), None)
+    raise InputError(
+        f"count_step: the search space of {req.min_count}..{req.max_count} GPUs in steps "
+        f"of {step} is "
+        f"{len(counts):,} GPU counts" + (f" x {accelerators} accelerators"
+                                         if accelerators > 1 else "")
+        + f", over the web's cap of {MAX_COUNT_CHOICES} searched",
+        fix=(f"raise count_step to {fits} or more, " if fits else "")
+        + "narrow min_count..max_count" + (" or compare fewer accelerators"
+                                           if accelerators > 1 else "")
+        + " (or run `infraplan plan train` locally)")
 
 
 def _model(req) -> tuple[str, Any]:
@@ -220,7 +262,7 @@ def _model(req) -> tuple[str, Any]:
         raise InputError("give exactly one of model (a catalog name) or config (an uploaded "
                          "config.json)")
     if req.config is None:
-        return catalog_name("model", req.model), None
+        return catalog_name("model", req.model, "model"), None
     arch = uploaded_arch(req.config, req.name)
     return arch.name, arch
 
@@ -236,15 +278,16 @@ def _serve_scenario(req: _Serve, extra: dict, gpus: list[str]):
     return ServeScenario.model_validate(raw)
 
 
-@router.post("/simulate/serve")
+@router.post("/simulate/serve", responses=NOT_JSON)
 @in_request_terms(SimulateServeRequest, "deployment", *SERVE_TERMS)
 def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     """`infraplan simulate serve`: latency, throughput, KV use and cost of one deployment."""
     from infraplan.report.document_serve import serving_document
 
-    deployment = {"gpu": catalog_name("accelerator", req.gpu), "tp": req.tp,
+    deployment = {"gpu": catalog_name("accelerator", req.gpu, "gpu"), "tp": req.tp,
                   "replicas": req.replicas, "weight_dtype": req.weight_dtype,
-                  "kv_dtype": req.kv_dtype, "engine": catalog_name("engine", req.engine)}
+                  "kv_dtype": req.kv_dtype,
+                  "engine": catalog_name("engine", req.engine, "engine")}
     scenario = _serve_scenario(req, {"deployment": {k: v for k, v in deployment.items()
                                                     if v is not None}}, [deployment["gpu"]])
     doc = serving_document(scenario, plan=False, sweep=req.sweep,
@@ -252,7 +295,7 @@ def simulate_serve(req: SimulateServeRequest) -> PlanResponse:
     return respond(doc["simulation"], doc)
 
 
-@router.post("/plan/serve")
+@router.post("/plan/serve", responses=NOT_JSON)
 @in_request_terms(PlanServeRequest, "search", *SERVE_TERMS)
 def plan_serve(req: PlanServeRequest) -> PlanResponse:
     """`infraplan plan serve`: the cheapest deployment meeting the SLOs, then simulated."""
@@ -265,17 +308,18 @@ def plan_serve(req: PlanServeRequest) -> PlanResponse:
     if req.traffic.arrival == "offline":
         raise InputError("traffic.arrival: planning needs arriving traffic (poisson or gamma)",
                          fix="use /api/simulate/serve for an offline batch")
-    search = {"gpus": [catalog_name("accelerator", g) for g in req.gpus],
+    search = {"gpus": [catalog_name("accelerator", g, "gpus") for g in req.gpus],
               "tp": sorted(set(req.tp)), "weight_dtypes": list(dict.fromkeys(req.weight_dtypes)),
               "kv_dtypes": list(dict.fromkeys(req.kv_dtypes)),
-              "engine": catalog_name("engine", req.engine), "max_replicas": req.max_replicas}
+              "engine": catalog_name("engine", req.engine, "engine"),
+              "max_replicas": req.max_replicas}
     scenario = _serve_scenario(req, {"search": search}, search["gpus"])
     doc = serving_document(scenario, plan=True, sweep=True, sweep_requests=SWEEP_REQUESTS,
                            arch=_model(req)[1])
     return respond(doc["plan"], doc)
 
 
-@router.post("/memory")
+@router.post("/memory", responses=NOT_JSON)
 @in_request_terms(MemoryRequest, "hardware|parallelism|training|finetune", *MEMORY_TERMS)
 def memory(req: MemoryRequest) -> PlanResponse:
     """`infraplan memory`: memory per accelerator of one plan, whether it fits, the single
@@ -287,7 +331,7 @@ def memory(req: MemoryRequest) -> PlanResponse:
     return respond(*memory_answer(scenario, arch))
 
 
-@router.post("/models/inspect")
+@router.post("/models/inspect", responses=NOT_JSON)
 @in_request_terms(InspectRequest)
 def inspect_model(req: InspectRequest) -> dict[str, Any]:
     """Architecture math of an uploaded config.json (or a catalog model): what `infraplan
@@ -299,7 +343,7 @@ def inspect_model(req: InspectRequest) -> dict[str, Any]:
         raise InputError("give exactly one of config (a config.json's content) or model "
                          "(a catalog name)")
     if req.config is None:
-        arch = load_model(catalog_name("model", req.model))
+        arch = load_model(catalog_name("model", req.model, "model"))
     else:
         arch = uploaded_arch(req.config, req.name)
     return arch_summary(arch, req.seq_len)

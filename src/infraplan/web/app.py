@@ -12,8 +12,10 @@ import sys
 from email.message import Message
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from infraplan.errors import InputError
 
@@ -23,12 +25,14 @@ MAX_BODY_BYTES = 256 * 1024  # a request body (an uploaded config.json included)
 
 
 JSON_HINT = "send a JSON object with Content-Type: application/json"
+NOT_JSON = ("body: Content-Type", "body: no Content-Type")  # the 415 answers' openings
 
 
 class BodyLimit:
     """ASGI middleware: a body over `max_bytes` (declared, or counted as it streams in) gets
-    413 without being read further; a POST body that is not a JSON object gets 422 with one
-    message, however it fails (FastAPI answers 400 or 422 in several wordings)."""
+    413 without being read further; a POST body not declared JSON gets 415, one that is not
+    a JSON object 422, each with one message, however it fails (FastAPI answers 400 or 422
+    in several wordings)."""
 
     def __init__(self, app, max_bytes: int = MAX_BODY_BYTES):
         self.app, self.max_bytes = app, max_bytes
@@ -58,8 +62,9 @@ class BodyLimit:
                 break
         body, replayed = b"".join(chunks), False
         problem = json_body_problem(scope, body) if scope["method"] == "POST" else None
-        if problem:
-            return await _send_error(send, 422, problem)
+        if problem:  # a body not declared JSON is 415 (Unsupported Media Type)
+            return await _send_error(send, 415 if problem.startswith(NOT_JSON) else 422,
+                                     problem)
 
         async def replay():
             nonlocal replayed
@@ -130,13 +135,22 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app() -> FastAPI:
     from infraplan import __version__
     from infraplan.web.api import TooLarge, router
-    from infraplan.web.pages import pages
+    from infraplan.web.pages import not_found, pages
 
     # the interactive docs pages load their scripts from a CDN: off; the schema stays
     app = FastAPI(title="infraplan", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json",
                   description="Plan, simulate and check AI infrastructure: the library "
                               "calls of the `infraplan` CLI as a JSON API.")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        # a browser path that is no page gets a page; the API (and any other status) JSON
+        path = request.url.path
+        if exc.status_code == 404 and request.method in ("GET", "HEAD") and not (
+                path == "/api" or path.startswith(("/api/", "/static/", "/openapi"))):
+            return not_found(path)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(TooLarge)
     async def too_large(request: Request, exc: TooLarge):

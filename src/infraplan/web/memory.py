@@ -65,8 +65,7 @@ MEMORY_TERMS = (
     (r"\b(?:parallelism|finetune) (sequence_parallel|recompute_fraction|lora_\w+)", r"\1"),
     (r"\bwith method (lora or qlora)", r"with finetune \1"),
     (r"\bfinetune\.method\b", "finetune"), (r"--(dp|precision)\b", r"\1"),
-    (r"^(unknown accelerator|accelerator '.*' is not a catalog name)", r"gpu: \1"),
-    (r"^(unknown model|model '.*' is not a catalog name)", r"model: \1"))
+    (r"^(unknown accelerator|accelerator '.*' is not a catalog name)", r"gpu: \1"))
 
 
 def memory_scenario(req, model: str, gpu: str):

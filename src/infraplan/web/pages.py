@@ -54,11 +54,16 @@ form.plan label.invalid input, form.plan label.invalid select { border-color: #a
 .apply button { background: #fff; color: var(--accent); border: 1px solid var(--accent);
   padding: 5px 12px; }
 #result [data-label="verdict"] dd { font-size: 1.25rem; }
+/* a hyphenated token of a table ('h100-sxm5-80gb', 'GPU-hours'): the browser would break
+   it after a hyphen; app.js wraps it in this */
+#result .nobr { white-space: nowrap; }
 @media (max-width: 600px) {
   form.plan { grid-template-columns: repeat(2, minmax(0, 1fr)); padding: 10px; gap: 8px; }
   form.plan select[multiple] { min-height: 6em; }
-  /* a phone shows every column of a results table (latency's p90 and p99 are the SLO
-     columns): text cells wrap, numbers stay whole, smaller type and padding */
+  /* a phone shows every column of a results table it can (latency's p90 and p99 are the
+     SLO columns): text cells wrap at their spaces only (app.js keeps a hyphenated token
+     whole), numbers stay whole, smaller type and padding; a table still wider scrolls in
+     its box (.table-wrap) */
   #result table { font-size: 0.75rem; }
   #result th, #result td { padding: 3px 4px; white-space: normal; }
   #result td.num { white-space: nowrap; }
@@ -94,7 +99,8 @@ def _select(name: str, label: str, options=(), *, typ: str = "str", catalog: str
     if catalog:
         attrs += f' data-catalog="{catalog}" data-default="{escape(default)}"'
     wrap = f' data-mode="{mode}"' if mode else ""
-    opts = "".join(f'<option value="{escape(v)}"{" selected" if v == default else ""}>'
+    chosen = default.split(",") if multiple else [default]  # a list's default: a,b
+    opts = "".join(f'<option value="{escape(v)}"{" selected" if v in chosen else ""}>'
                    f"{escape(text)}</option>" for v, text in options)
     return (f"<label{wrap}>{escape(label)}<select {attrs}{' multiple' if multiple else ''}>"
             f"{opts}</select></label>")
@@ -111,11 +117,13 @@ PRICE_FIELDS = (_select("pricing", "pricing", PRICING, default="on_demand")
                               "for the pricing"))
 
 
-def _page(title: str, body: str) -> HTMLResponse:
-    return HTMLResponse(f"""<!DOCTYPE html>
+def _page(title: str, body: str, status_code: int = 200) -> HTMLResponse:
+    """A page titled 'TITLE: infraplan' (the home page, title '': 'infraplan')."""
+    full = f"{title}: infraplan" if title else "infraplan"
+    return HTMLResponse(status_code=status_code, content=f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(title)}: infraplan</title>
+<title>{escape(full)}</title>
 {FAVICON}
 <link rel="stylesheet" href="/static/app.css">
 <script src="/static/plotly.min.js"></script>
@@ -139,7 +147,7 @@ RESULT = ('<div id="notice" class="notice hidden" role="status"></div>'
 
 @pages.get("/", response_class=HTMLResponse)
 def home() -> HTMLResponse:
-    return _page("infraplan", f"""<header class="top"><h1>infraplan</h1>
+    return _page("", f"""<header class="top"><h1>infraplan</h1>
 <p>Plan, simulate and check AI infrastructure: will it fit, how long, how much.</p></header>
 <section class="heading"><h2>What do you want to plan?</h2>
 <p><a href="/memory">Memory</a>: will a training or fine-tuning configuration fit? Memory
@@ -206,8 +214,10 @@ def memory() -> HTMLResponse:
 <p class="hint">Memory per accelerator of one training or fine-tuning plan, as
 <code>infraplan memory</code> computes it: weights, gradients, optimizer states, activations
 and overheads at the fullest pipeline rank; when it does not fit, the single changes that
-do. The form lives in the address bar: copy it to share the check (an uploaded
-config.json is named there, not carried).</p></header>
+do. The form starts from 8 accelerators with ZeRO-1 (a common data-parallel job); the CLI
+and <code>/api/memory</code>, given no <code>num_gpus</code> or <code>zero</code>, check 1
+accelerator with ZeRO-0. The form lives in the address bar: copy it to share the check
+(an uploaded config.json is named there, not carried).</p></header>
 <form class="plan" data-endpoint="/api/memory">{form}</form>{RESULT}""")
 
 
@@ -258,9 +268,10 @@ def serve() -> HTMLResponse:
                 default="h100-sxm5-80gb", multiple=True, mode="plan"),
         _field("tps", "tensor-parallel sizes (e.g. 1,2)", "1,2", kind="text", typ="list-int",
                mode="plan", key="tp"),
+        # the API's default (PlanServeRequest.weight_dtypes): the checkpoint's and fp8
         _select("weight_dtypes", "weight formats",
                 [("checkpoint", "checkpoint's own"), *dtypes], typ="list",
-                default="checkpoint", multiple=True, mode="plan"),
+                default="checkpoint,fp8", multiple=True, mode="plan"),
         _select("kv_dtypes", "KV-cache formats", [("bf16", "16-bit"), ("fp8", "fp8")],
                 typ="list", default="bf16", multiple=True, mode="plan"),
         _field("max_replicas", "most replicas", "16", typ="int", step="1", mode="plan"),
@@ -307,6 +318,23 @@ traffic. The form lives in the address bar: copy it to share the result.</p></he
 <form class="plan" data-endpoint="/api/plan/serve"
  data-endpoint-plan="/api/plan/serve"
  data-endpoint-simulate="/api/simulate/serve">{form}</form>{RESULT}""")
+
+
+PAGES = ("/", "/memory", "/train", "/serve")
+
+
+def not_found(path: str) -> HTMLResponse:
+    """The 404 of a browser path (an /api path answers JSON): the pages there are, and the
+    closest one to the path asked for."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(path.rstrip("/") or "/", PAGES, n=1, cutoff=0.6)
+    hint = (f' Did you mean <a href="{near[0]}">{near[0]}</a>?' if near else "")
+    links = ", ".join(f'<a href="{p}">{p}</a>' for p in PAGES)
+    return _page("Page not found", f"""<header class="top"><h1>Page not found</h1>
+<p>There is no page at <code>{escape(path)}</code>.{hint}</p>
+<p class="hint">The pages are {links}; the JSON API is under /api (its schema:
+<a href="/openapi.json">/openapi.json</a>).</p></header>""", status_code=404)
 
 
 @lru_cache(maxsize=1)

@@ -254,14 +254,20 @@
     return 'this link was made with an uploaded config.json (' + name + '), which a link ' +
       'cannot carry. To fix: upload that config.json, or pick a catalog model';
   }
-  // fills the form from the address bar; says which of the link's values it left out
-  function applyQuery() {
+  // fills the form from the address bar; says which of the link's values it left out.
+  // `kept`: the upload in memory still serves a link that names it (Back to an earlier run)
+  function applyQuery(kept) {
     var q = new URLSearchParams(window.location.search);
     var any = false;
     var ignored = [];
     var byName = {};
     fields().forEach(function (el) { byName[el.name] = el; });
     var upload = modelField && file ? q.get(UPLOAD_KEY) : null;
+    if (kept && upload !== null && uploaded && uploaded.name === upload) {
+      q.delete(UPLOAD_KEY);
+      upload = null;
+      setUpload(uploaded);  // its entry in the model select, chosen again
+    }
     q.forEach(function (text, name) {
       if (upload !== null && name === UPLOAD_KEY) { return; }
       var el = byName[name];
@@ -332,7 +338,8 @@
             var o = document.createElement('option');
             o.value = row.name;
             o.textContent = row.name;
-            o.selected = wanted.indexOf(row.name) >= 0;
+            // the default too, so that a form reset (Back: popstate) restores it
+            o.selected = o.defaultSelected = wanted.indexOf(row.name) >= 0;
             el.appendChild(o);
           });
         });
@@ -438,6 +445,31 @@
     });
     inspectBox.replaceChildren(dl);
   }
+  // a table's text wraps at spaces only: a hyphenated token ('h100-sxm5-80gb',
+  // 'GPU-hours'), which a browser breaks after a hyphen, is kept whole in a span.nobr
+  function keepTokens(root) {
+    root.querySelectorAll('td:not(.num), th').forEach(function (cell) {
+      var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      var nodes = [];
+      while (walker.nextNode()) { nodes.push(walker.currentNode); }
+      nodes.forEach(function (node) {
+        if (!/\S-|-\S/.test(node.data)) { return; }
+        var parts = document.createDocumentFragment();
+        node.data.split(/(\S*-\S*)/).forEach(function (part, i) {
+          if (!part) { return; }
+          var piece = document.createTextNode(part);
+          if (i % 2) {
+            var span = document.createElement('span');
+            span.className = 'nobr';
+            span.appendChild(piece);
+            piece = span;
+          }
+          parts.appendChild(piece);
+        });
+        node.parentNode.replaceChild(parts, node);
+      });
+    });
+  }
   function clearAnswers() {
     result.replaceChildren();
     inspectBox.replaceChildren();
@@ -494,8 +526,15 @@
     var url = form.getAttribute('data-endpoint');
     var inspecting = form.hasAttribute('data-inspect');
     var payload = body();
-    // the address bar is what runs now, so that a copied link shares it
-    history.replaceState(null, '', '?' + query());
+    // the address bar is what runs now, so that a copied link shares it; a new run is a
+    // new history entry (Back returns to the run before), the same one replaces its own
+    var search = '?' + query();
+    if (search === window.location.search) {
+      history.replaceState(null, '', search);
+    } else {
+      history.pushState(null, '', search);
+    }
+    var ticket = ++runs;
     if (uploaded) {
       showNotice('the address bar holds this run\'s settings and the name of the uploaded ' +
         'config.json (' + uploaded.name + '), not the file: whoever opens the link must ' +
@@ -512,6 +551,7 @@
           .then(function (data) { return {ok: r.ok, data: data}; });
       })
       .then(function (answer) {
+        if (ticket !== runs) { return; }  // a later run (Back, Forward) owns the page now
         if (!answer.ok) {
           var detail = answer.data.detail;
           if (typeof detail !== 'string') { detail = JSON.stringify(detail); }
@@ -523,6 +563,7 @@
           showInspect(answer.data);
         } else {
           result.innerHTML = answer.data.html;  // escaped by the server
+          keepTokens(result);
           showFixes(answer.data.document.apply);
           infraplanDraw(result, answer.data.document.figures);
           if (window.innerWidth < 600) { result.scrollIntoView(); }  // the form is long
@@ -530,9 +571,10 @@
         statusBox.textContent = 'done in ' + ((Date.now() - started) / 1000).toFixed(1) + ' s';
         form.setAttribute('data-done', String(Date.now()));
       })
-      .catch(function (e) { failed(String(e)); })
-      .finally(function () { button.disabled = false; });
+      .catch(function (e) { if (ticket === runs) { failed(String(e)); } })
+      .finally(function () { if (ticket === runs) { button.disabled = false; } });
   }
+  var runs = 0;  // the latest run's number: an earlier run's late answer is dropped
   // the model select names the model a run uses: an upload is an entry of its own, and
   // picking a catalog model drops the upload
   var catalogChoice = '';
@@ -607,6 +649,24 @@
     });
   });
   form.addEventListener('submit', function (e) { e.preventDefault(); run(false); });
+  // Back and Forward: the form as that entry's address has it, and its run again (an
+  // address with no settings, the page as first opened: the defaults, no answer)
+  window.addEventListener('popstate', function () {
+    runs++;  // an answer still on its way belongs to another entry
+    form.querySelector('button[type=submit]').disabled = false;
+    form.reset();
+    form.querySelectorAll('option[data-link]').forEach(function (o) { o.remove(); });
+    var keep = uploaded;
+    if (!new URLSearchParams(window.location.search).has(UPLOAD_KEY)) {
+      setUpload(null);
+      if (file) { file.value = ''; }
+    }
+    showError('');
+    showNotice('');
+    clearAnswers();
+    statusBox.textContent = '';
+    if (applyQuery(Boolean(keep))) { run(true); }
+  });
   fillCatalogs().then(function () {
     if (applyQuery()) { run(true); }
   });
