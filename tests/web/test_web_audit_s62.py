@@ -231,3 +231,18 @@ def test_the_memory_page_says_its_defaults_differ_from_the_apis(client):
     assert ("The form starts from 8 accelerators with ZeRO-1 (a common data-parallel job); "
             "the CLI\nand <code>/api/memory</code>, given no <code>num_gpus</code> or "
             "<code>zero</code>, check 1\naccelerator with ZeRO-0.") in html
+
+
+def test_cost_and_power_notes_say_where_their_keys_are_set(train_answer):
+    """The unbilled costs (costs.*) and the servers' host draw (energy.host_w_per_node)
+    are keys of a scenario file: the form has prices alone."""
+    from infraplan.web.api import TrainRequest
+
+    assert not {"costs", "energy"} & set(TrainRequest.model_fields)
+    text = json.dumps(train_answer["document"]) + train_answer["html"]
+    where = "in a scenario file for `infraplan plan train`"
+    assert "set those keys to add them" not in text
+    assert f"; this page bills compute alone: set those keys {where} to add them" in text
+    assert "set energy.host_w_per_node to add it" not in text
+    assert f"set energy.host_w_per_node {where} to add it" in text
+    assert "and costs.checkpoint_tier: " in text and f" {where} to bill one kept copy" in text

@@ -39,7 +39,14 @@ def _scenario_file(command: str) -> tuple[tuple[str, str], ...]:
              f"; this page plans these; to plan others, set hardware.system or "
              f"hardware.network {where}"),
             (r"(a faster scale-out network \(hardware\.network, .*?\(hardware\.system\) "
-             r"would shorten it)", rf"\1 (set {where})"))
+             r"would shorten it)", rf"\1 (set {where})"),
+            # the form has prices but no costs: or energy: (economics.cost, energy)
+            (r"; set (those keys|that key) to add (them|it)\b",
+             rf"; this page bills compute alone: set \1 {where} to add \2"),
+            (r"set energy\.host_w_per_node to add it", f"set energy.host_w_per_node {where} "
+             "to add it"),
+            (r"(set costs\.checkpoint_gb: [\d.,]+ and costs\.checkpoint_tier: [\w.-]+) to bill",
+             rf"\1 {where} to bill"))
 
 
 TRAIN_TERMS = (*_PRICE_TERMS, *_scenario_file("plan train"),
