@@ -101,7 +101,8 @@ def test_training_report_figures_read_as_the_cards_and_paragraphs(finetune_doc):
     cards = _items(economics)
     assert cards["energy"] == "378.237 kWh"
     assert cards["carbon (kg CO2e)"] == "129.917 kg CO2e (us-east-1)"
-    assert "= 378.237 kWh; x 343.48 g CO2e/kWh = 129.917 kg CO2e" in economics["paragraphs"][0]
+    [energy] = [p for p in economics["paragraphs"] if p.startswith("energy: ")]
+    assert "= 378.237 kWh; x 343.48 g CO2e/kWh = 129.917 kg CO2e" in energy
     assert figures["cost"]["layout"]["yaxis"]["tickformat"] == ","
     assert figures["frontier_usd"]["layout"]["xaxis"]["tickprefix"] == "$"
     assert figures["frontier_usd"]["layout"]["xaxis"]["tickformat"] == ","
