@@ -60,3 +60,30 @@ def test_the_frontier_table_is_titled_as_plan_train_titles_it(llama_doc, capsys)
     assert "time vs cost frontier:" in capsys.readouterr().out.splitlines()
     titles = [t["title"] for t in section_of(llama_doc, "Pick platform")["tables"]]
     assert "time vs cost frontier" in titles
+
+
+def test_report_help_says_what_json_quiet_and_output_do(tmp_path, capsys):
+    """`report --help` said --quiet prints 'the answer's headline' (it prints the path),
+    --json nothing of writing the HTML too, -o nothing of refusing a file not its own."""
+    import json as _json
+
+    from infraplan.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "never over an existing file that is not an infraplan report" in text
+    assert "--json print the written file's path and size in bytes as JSON" in text
+    assert "--quiet, -q print only the written file's path;" in text
+    scenario = str(EXAMPLES / "memory-llama-3.1-8b-qlora.yaml")
+    out = tmp_path / "r.html"
+    assert main(["report", scenario, "-o", str(out), "--json"]) == 0
+    answer = _json.loads(capsys.readouterr().out)
+    assert answer == {"schema": "infraplan.report/1", "output": str(out),
+                      "bytes": out.stat().st_size}
+    assert main(["report", scenario, "-o", str(out), "-q"]) == 0
+    assert capsys.readouterr().out == f"{out}\n"
+    mine = tmp_path / "notes.html"
+    mine.write_text("my notes")
+    assert main(["report", scenario, "-o", str(mine)]) == 2
+    assert mine.read_text() == "my notes"

@@ -12,15 +12,18 @@ from infraplan.report.progress import progress_bar
 SCHEMA_VERSION = 1
 
 
-def add_output_flags(parser, command: str | None = None) -> None:
+def add_output_flags(parser, command: str | None = None, *, json_what: str = "",
+                     quiet_what: str = "the answer's headline") -> None:
     """--json and --quiet; --json's help names the schema emit() writes: `command`, by
     default the parser's words after 'infraplan' ('infraplan simulate train' ->
-    'infraplan.simulate_train/1'), the name every command passes to emit()."""
+    'infraplan.simulate_train/1'), the name every command passes to emit(). `json_what`
+    and `quiet_what`: what they print, where a command prints less than its answer."""
     command = command or "_".join(parser.prog.split()[1:])
     parser.add_argument("--json", action="store_true",
-                        help=f"print JSON (schema 'infraplan.{command}/{SCHEMA_VERSION}')")
+                        help=f"print {json_what or ''}JSON (schema "
+                             f"'infraplan.{command}/{SCHEMA_VERSION}')")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="print only the answer's headline; no progress bars")
+                        help=f"print only {quiet_what}; no progress bars")
 
 
 def progress(args, label: str) -> AbstractContextManager:

@@ -30,11 +30,13 @@ def add_report(sub) -> None:
     p.add_argument("scenario", help="training, memory or serving scenario YAML (see "
                                     "examples/)")
     p.add_argument("-o", "--output", default="report.html",
-                   help="HTML file to write (default: report.html); written atomically")
+                   help="HTML file to write (default: report.html); written atomically, "
+                        "and never over an existing file that is not an infraplan report")
     from infraplan.cli import add_seed_flag  # loaded: it is what calls add_report
 
     add_seed_flag(p, "seed (serving) or run.seed (training)")
-    add_output_flags(p)
+    add_output_flags(p, json_what="the written file's path and size in bytes as ",
+                     quiet_what="the written file's path")
     p.set_defaults(run=run_report)
 
 
