@@ -5,19 +5,10 @@ suggestions only for names that are really close."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from infraplan.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
-GPT = ROOT / "validation" / "models" / "megatron-gpt-1.7b.json"
-TRAIN_HEADER = ("id,source,model,gpu,num_gpus,tp,pp,dp,cp,ep,zero,recompute,"
-                "sequence_parallel,micro_batch,global_batch,seq_len,precision,tokens,metric,"
-                "value,derivation\n")
-SERVE_HEADER = ("id,source,model,gpu,num_gpus,tp,weight_dtype,kv_dtype,input_len,output_len,"
-                "num_requests,arrival,rate_per_s,batch,metric,value,engine,derivation\n")
+from tests.cli.test_validate_audit_s59 import GPT, SERVE_HEADER, TRAIN_HEADER
 
 
 def _train_row(rid, model=str(GPT), gpu="a100-sxm4-80gb", num_gpus="32", dp="32",
