@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infraplan.cli import main
+from infraplan.economics.cost import CostInputs, unbilled_note
 from infraplan.economics.energy import estimate_energy, host_note
 
 EXAMPLE = "examples/train-llama-3.1-70b.yaml"
@@ -36,9 +37,12 @@ def test_the_offered_host_draw_is_the_accelerators_own_server():
     assert host_note("l40s").endswith("(a DGX H100's is 4,600 W)")
 
 
-def test_plan_train_prints_what_its_energy_leaves_out(capsys):
+def test_plan_train_prints_what_its_cost_and_energy_leave_out(capsys):
     assert main(["plan", "train", EXAMPLE]) == 0
     lines = capsys.readouterr().out.splitlines()
     [energy] = [i for i, line in enumerate(lines) if line.startswith("energy (")]
     assert lines[energy].startswith("energy (2048 x 700 W GPUs only) x 1 utilization")
     assert lines[energy + 1].startswith("host: the servers' own draw")
+    # the cost's one line, compute, then what it leaves unbilled (test_unbilled.py)
+    assert lines[energy - 2].startswith("  compute (on-demand)")
+    assert lines[energy - 1] == "  " + unbilled_note(CostInputs())

@@ -3,6 +3,8 @@ run, the frontier's title."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -87,3 +89,16 @@ def test_report_help_says_what_json_quiet_and_output_do(tmp_path, capsys):
     mine.write_text("my notes")
     assert main(["report", scenario, "-o", str(mine)]) == 2
     assert mine.read_text() == "my notes"
+
+
+def test_the_report_says_how_to_bill_the_checkpoints_its_yield_plan_writes(llama_doc):
+    """Its cost was one compute line while the scenario names a checkpoint tier and the Yield
+    plan writes 988 GB checkpoints to it (test_unbilled.py has the note itself)."""
+    from infraplan.economics.cost import CostInputs, unbilled_note
+    from tests.web.conftest import section_of
+
+    text = json.dumps(section_of(llama_doc, "Yield plan"))
+    assert ("The Yield plan writes 988 GB a checkpoint to fsx-lustre-p2-125, which the cost "
+            "does not bill: set costs.checkpoint_gb: 988 and costs.checkpoint_tier: "
+            "fsx-lustre-p2-125 to bill one kept copy (costs.checkpoints_kept for more).") in text
+    assert unbilled_note(CostInputs()) in section_of(llama_doc, "Economics")["paragraphs"]
