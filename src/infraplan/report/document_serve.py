@@ -17,7 +17,7 @@ from infraplan.report import figures as fig
 from infraplan.report.document import (duration_text, item, limit_ms, ms, ms_column, ordered,
                                        section, table, usd)
 from infraplan.report.serving import LOAD_NOTE, share_text
-from infraplan.report.training import grid_lines
+from infraplan.report.training import economics_notes
 from infraplan.serving.capacity import accepted_share, capacity_summary
 from infraplan.serving.curve_price import CURVE_LABEL, curve_usd_per_million_output
 from infraplan.serving.metrics import dropped_reasons, latencies, output_rate, summarize
@@ -324,8 +324,7 @@ def serving_document(scenario, *, base_dir: Path | None = None, plan=True,
             c = summary["cost"]
             month = scenario.monthly_economics(dep)
             items = fig.cost_items(month)
-            notes = [month["unbilled_note"]] * bool(month["unbilled_note"]) + [
-                f"energy over the month: {month['energy_formula']}", *grid_lines(month)]
+            notes = economics_notes(month, "energy over the month")
             figures["cost"] = fig.cost_figure(items, "Cost per month (30.44 days) by line item")
             # a diurnal curve's: the month's bill over its tokens, as plan serve's table
             # (the plan's figure when this is its choice), else at the simulated rate

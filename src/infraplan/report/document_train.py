@@ -17,8 +17,8 @@ from infraplan.report.document import (days, duration_text, item, ordered, secti
                                        table, usd)
 from infraplan.report import run as run_view
 from infraplan.report.run import decimals
-from infraplan.report.training import (COMPONENTS, HIDDEN, cost_cell, frontier_title,
-                                       grid_lines)
+from infraplan.report.training import (COMPONENTS, HIDDEN, cost_cell, economics_notes,
+                                       frontier_title)
 from infraplan.training.constraints import OBJECTIVES, constraint_terms
 from infraplan.training.memory import training_memory
 from infraplan.units import GiB, format_count, format_figure, run_length
@@ -322,8 +322,7 @@ def training_document(scenario, result, arch=None) -> dict:
         e = best.economics
         # the card holds the figure as the paragraph below, its derivation, prints it
         econ.append(item("energy", e["energy_kwh"], f"{format_figure(e['energy_kwh'])} kWh"))
-        cost_notes[:0] = [e["unbilled_note"]] * bool(e.get("unbilled_note")) + [
-            f"energy: {e['energy_formula']}", *grid_lines(e)]
+        cost_notes[:0] = economics_notes(e)
         if e["carbon_kg_co2e"] is not None:
             econ.append(item("carbon (kg CO2e)", e["carbon_kg_co2e"],
                              f"{format_figure(e['carbon_kg_co2e'])} kg CO2e ({e['region']})"))

@@ -58,10 +58,17 @@ def economics_lines(e: dict) -> list[str]:
         lines += [f"  {i['name']:<22} ${i['usd']:>14,.2f}  {i['formula']}"
                   for i in e["cost"]["items"]]
         lines += [f"  {e['unbilled_note']}"] if e.get("unbilled_note") else []
-    return lines + [f"energy {e['energy_formula']}", *grid_lines(e)]
+    return lines + [f"energy {e['energy_formula']}", *energy_notes(e)]
 
 
-def grid_lines(e: dict) -> list[str]:
+def economics_notes(e: dict, energy_label: str = "energy") -> list[str]:
+    """A report's notes under a plan's cost (plan_economics' JSON): what the cost leaves
+    unbilled, the energy's formula under `energy_label`, and energy_notes."""
+    return [e["unbilled_note"]] * bool(e.get("unbilled_note")) + [
+        f"{energy_label}: {e['energy_formula']}", *energy_notes(e)]
+
+
+def energy_notes(e: dict) -> list[str]:
     """What the energy leaves out (the servers' own draw, unless set) and the grid intensity
     the carbon is taken at, with its source (plan_economics' JSON)."""
     lines = [f"host: {e['host_note']}"] if e.get("host_note") else []
