@@ -185,10 +185,14 @@ def _add_catalog(sub) -> None:
     kinds = ["gpus", "models", "systems", "networks", "storage", "engines", "offers",
              "prices", "servers", "regions"]
     p.add_argument("kind", choices=kinds, type=_choice(kinds),
-                   help="servers and regions: what 'infraplan tco' prices")
+                   help="what to list: accelerators, model architectures, systems (nodes), "
+                        "networks, storage tiers, serving engines, cloud offers ('prices' "
+                        "is another name for offers), and the servers and regions that "
+                        "'infraplan tco' prices")
     p.add_argument("--gpu", help="offers and prices: one accelerator's (name or alias), "
                                  "cheapest first")
-    add_output_flags(p)
+    add_output_flags(p, quiet_what="one row a line, its name (an offer: provider, instance "
+                                   "type and region), for scripts")
     p.set_defaults(run=_run_catalog)
 
 
@@ -267,7 +271,8 @@ def _add_plan(sub) -> None:
 
 
 def _add_simulate(sub) -> None:
-    p = sub.add_parser("simulate", help="simulate one configuration under traffic")
+    p = sub.add_parser("simulate", help="simulate one configuration: a training run's "
+                                        "failures and costs, or serving under traffic")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     _kind_command(kinds, "serve", "serving: latency, throughput, KV use, cost",
                   "Simulate the scenario's deployment under its traffic.", "scenario",
@@ -281,6 +286,7 @@ def _add_simulate(sub) -> None:
 
 
 def _run_simulate_train(args) -> int:
+    from infraplan.report.document import usd
     from infraplan.report.run import LABELS, run_report
     from infraplan.units import run_length
     from infraplan.training.plan_train import plan_training
@@ -301,7 +307,7 @@ def _run_simulate_train(args) -> int:
     return emit(args, "simulate_train", dict(model=scenario.model, **sim.to_json()),
                 lambda: run_report(scenario.name or scenario.model, sim),
                 lambda: "; ".join(f"{LABELS[k]}: {run_length(d.wall_s.p50)}, "
-                                  f"${d.cost_usd.p50:,.0f}"
+                                  f"{usd(d.cost_usd.p50)}"
                                   for k, d in sim.strategies.items()) + " (p50)")
 
 

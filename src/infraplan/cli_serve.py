@@ -57,7 +57,7 @@ def run_plan_serve(args) -> int:
 
 
 def run_simulate_serve(args) -> int:
-    from infraplan.report.document import duration_text
+    from infraplan.units import duration_text
     from infraplan.report.serving import simulation_report
     from infraplan.serving.capacity import accepted_share, capacity_summary
     from infraplan.serving.metrics import output_rate

@@ -182,8 +182,14 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], root: str = ""
                     "" if tuple(loc[:-1]) in listed else f"; valid keys: {', '.join(known)}")
             if not close and not homes:
                 listed.add(tuple(loc[:-1]))
-        elif err["type"] == "model_type" and not isinstance(got, (dict, list, tuple)):
+        elif err["type"] == "model_type" and not isinstance(got, dict):
             text = _not_a_mapping(_model_at(model, loc), loc[-1] if loc else "", got)
+        elif err["type"] in ("tuple_type", "list_type"):
+            # pydantic: 'Input should be a valid tuple'; a single value wants brackets
+            item = got if isinstance(got, str) else shown_value(got)
+            text = ("must be a list, not a mapping of keys" if isinstance(got, dict) else
+                    f"must be a list{shown}" + (f"; to fix: write it in brackets, {loc[-1]}: "
+                                                f"[{item}]" if loc else ""))
         elif err["type"] == "missing":
             text = "is required"
         elif err["type"] == "invalid_key":  # `1: 2`: YAML read the key as a number
@@ -246,8 +252,10 @@ def _not_a_mapping(sub: type[BaseModel], field: str, got: Any) -> str:
     """A single value where a mapping of keys belongs (`arrival: poisson`): the keys it
     takes, and where a value that names one of its choices goes."""
     keys = list(sub.model_fields)
+    one = "a list" if isinstance(got, (list, tuple)) else \
+        f"a single value (got {shown_value(got)})"
     text = (f"must be a mapping of keys ({', '.join(keys[:4])}{', ...' * (len(keys) > 4)}), "
-            f"not a single value (got {shown_value(got)})")
+            f"not {one}")
     chosen = next((name for name, f in sub.model_fields.items()
                    if got in _literal_choices(f.annotation)), None)
     if chosen is not None:

@@ -137,9 +137,31 @@ def three_figures(x: float) -> str:
     return f"{float(f'{x:.3g}'):,.0f}"
 
 
+def sig3(x: float) -> str:
+    """3 significant figures, trailing zeros kept (10.0, 4.78, 0.0145); 100 and up whole."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:#.3g}"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds to 3 significant figures in a unit that suits them: '14.5 ms', '1.85 s',
+    '10.0 min', '3.09 h'."""
+    if seconds >= 3600:
+        return f"{sig3(seconds / 3600)} h"
+    if seconds >= 60:
+        return f"{sig3(seconds / 60)} min"
+    if seconds >= 1 or seconds == 0:
+        return f"{sig3(seconds)} s"
+    if seconds >= 1e-3:
+        return f"{sig3(seconds * 1e3)} ms"
+    return f"{sig3(seconds * 1e6)} us"
+
+
 def run_length(seconds: float, day: str = " d") -> str:
     """A run's length in days, or under a day in hours ('0.2 d' said little), under an
-    hour in minutes: '57.3 d', '4.8 h', '30.0 min'. `day`: the day unit (' days' in reports)."""
+    hour in minutes, under a minute as duration_text: '57.3 d', '4.8 h', '30.0 min', '2.84 s'
+    ('0.0 min' hid a test run's whole answer). `day`: the day unit (' days' in reports)."""
+    if seconds < 60:
+        return duration_text(seconds)
     if seconds >= 86400:
         return f"{seconds / 86400:,.1f}{day}"
     return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.1f} min"

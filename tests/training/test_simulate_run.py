@@ -39,9 +39,10 @@ def test_run_is_the_plans_work_billed_at_its_prices():
     # plan train's time to train is the same work over its fixed run goodput, and says so
     # (9.2 d beside runs of 8.3 d had no word on why)
     assert plan.time_to_train_s == pytest.approx(sim.work_s / 0.9)
-    assert sim.plan_train_note.startswith(
-        f"plan train's time to train, {plan.time_to_train_s / 86400:,.1f} d, is this work "
+    assert sim.plan_train_note.startswith(  # as plan train prints it: hours under a day
+        f"plan train's time to train, {plan.time_to_train_s / 3600:,.1f} h, is this work "
         "over a 90% run goodput")
+    assert plan.time_to_train_s < 86400
     assert sim.to_json()["notes"] == [sim.plan_train_note]
     # without a plan: the planner's best, as `simulate train` takes it
     best = simulate_training_run(scenario)

@@ -575,7 +575,7 @@ def test_sizes_keep_three_significant_figures(value, text):
                                         (601.85, "10.0 min"), (2.85e6, "792 h"),
                                         (2e-5, "20.0 us")])
 def test_durations_keep_three_significant_figures(value, text):
-    from infraplan.report.document_train import duration_text
+    from infraplan.units import duration_text
 
     assert duration_text(value) == text
 

@@ -107,7 +107,7 @@ def test_training_report_figures_read_as_the_cards_and_paragraphs(finetune_doc):
     assert figures["frontier_usd"]["layout"]["xaxis"]["tickprefix"] == "$"
     assert figures["frontier_usd"]["layout"]["xaxis"]["tickformat"] == ","
     assert figures["frontier_gpu_hours"]["layout"]["xaxis"]["tickformat"] == ","
-    from infraplan.report.document import duration_text
+    from infraplan.units import duration_text
 
     evaluated = _items(_section(finetune_doc, "Scale"))["plans evaluated"]
     seconds = finetune_doc["plan"]["search_seconds"]

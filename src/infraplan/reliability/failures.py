@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from infraplan.catalog import load_catalog
 from infraplan.checks import check_number
+from infraplan.units import three_figures
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -65,8 +66,9 @@ def from_rate(per_gpu_hour: float, *, name: str) -> FailureModel:
     """A fleet's own rate, in interruptions per GPU-hour (a team's incident log: its
     interruptions over the GPU-hours its jobs ran)."""
     check_number(name, per_gpu_hour, gt=0, fix="give interruptions per GPU-hour, e.g. 2e-5")
+    every = three_figures(1 / per_gpu_hour)  # 0.5, not '0' (':,.0f' printed 0 at 2/GPU-h)
     return FailureModel(per_gpu_hour / HOUR_S, f"{name}: {per_gpu_hour:.3g} per GPU-hour "
-                                               f"(one every {1 / per_gpu_hour:,.0f} GPU-hours)")
+                                               f"(one every {every} GPU-hours)")
 
 
 def llama3_failure_model() -> FailureModel:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infraplan.errors import InputError
 from infraplan.files import read_user_file
-from infraplan.units import run_length
+from infraplan.units import run_length, sig3
 
 SCALE = ("Scale", "Compute", "Accelerator interconnect", "Latency & locality", "Economics")
 DEPLOY = ("Define workload", "Estimate throughput", "Pick platform", "Load-test", "Observe",
@@ -96,37 +96,20 @@ def limit_ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.6g} ms"
 
 
-def _sig3(x: float) -> str:
-    """3 significant figures, trailing zeros kept (10.0, 4.78, 0.0145); 100 and up whole."""
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:#.3g}"
-
-
 def size_text(size_bytes: float) -> str:
     """Bytes to 3 significant figures in SI units (GB = 1e9 bytes): '23.1 GB', '5.69 TB'."""
     for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if size_bytes >= scale:
-            return f"{_sig3(size_bytes / scale)} {unit}"
-    return f"{_sig3(size_bytes)} bytes"
-
-
-def duration_text(seconds: float) -> str:
-    """Seconds to 3 significant figures in a unit that suits them: '14.5 ms', '1.85 s',
-    '10.0 min', '3.09 h'."""
-    if seconds >= 3600:
-        return f"{_sig3(seconds / 3600)} h"
-    if seconds >= 60:
-        return f"{_sig3(seconds / 60)} min"
-    if seconds >= 1 or seconds == 0:
-        return f"{_sig3(seconds)} s"
-    if seconds >= 1e-3:
-        return f"{_sig3(seconds * 1e3)} ms"
-    return f"{_sig3(seconds * 1e6)} us"
+            return f"{sig3(size_bytes / scale)} {unit}"
+    return f"{sig3(size_bytes)} bytes"
 
 
 def usd(value: float | None) -> str:
     """Dollars: cents under $1,000 ('$2.69'), whole dollars from there ('$1,577,734')."""
     if value is None:
         return "-"
+    if value and abs(value) < 0.01:  # a short run's cost: '$0.00212', not '$0.00'
+        return f"${value:.3g}"
     return f"${value:,.0f}" if abs(value) >= 1000 else f"${value:,.2f}"
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from infraplan.catalog import load_catalog
 from infraplan.errors import InputError
 from infraplan.report import figures as fig
-from infraplan.report.document import (duration_text, item, limit_ms, ms, ms_column, ordered,
-                                       section, table, usd)
+from infraplan.report.document import (item, limit_ms, ms, ms_column, ordered, section, table,
+                                       usd)
 from infraplan.report.serving import LOAD_NOTE, share_text
 from infraplan.report.training import economics_notes
 from infraplan.serving.capacity import accepted_share, capacity_summary
@@ -30,7 +30,7 @@ from infraplan.serving.simulate import simulate
 from infraplan.serving.traffic import generate
 from infraplan.serving.window import settles, simulate_steady
 from infraplan.serving.window import stationary_stream as stream_at
-from infraplan.units import three_figures
+from infraplan.units import duration_text, three_figures
 
 SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
 # where the capacity is far above the planning rate, the sweep goes on to these shares of it:

@@ -13,15 +13,14 @@ from infraplan.models import load_model, param_counts
 from infraplan.physics import hardware
 from infraplan.physics.memory.training import MemoryOptions
 from infraplan.report import figures as fig
-from infraplan.report.document import (days, duration_text, item, ordered, section, size_text,
-                                       table, usd)
+from infraplan.report.document import days, item, ordered, section, size_text, table, usd
 from infraplan.report import run as run_view
 from infraplan.report.run import decimals
 from infraplan.report.training import (COMPONENTS, HIDDEN, cost_cell, economics_notes,
                                        frontier_title)
 from infraplan.training.constraints import OBJECTIVES, constraint_terms
 from infraplan.training.memory import training_memory
-from infraplan.units import GiB, format_count, format_figure, run_length
+from infraplan.units import GiB, duration_text, format_count, format_figure, run_length
 
 COMM_KINDS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_comm", "zero3_comm")
 

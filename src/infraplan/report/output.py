@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from infraplan.errors import InputError
 from infraplan.report.progress import progress_bar
 
 SCHEMA_VERSION = 1
@@ -37,10 +39,26 @@ def emit(args, command: str, data, text: Callable[[], str],
         from infraplan.report.figures import json_safe  # NaN and inf -> null: strict JSON
 
         payload = data if isinstance(data, dict) else {"items": data}
-        print(json.dumps(json_safe({"schema": f"infraplan.{command}/{SCHEMA_VERSION}",
-                                    **payload}), indent=2, default=str))
+        _write(json.dumps(json_safe({"schema": f"infraplan.{command}/{SCHEMA_VERSION}",
+                                     **payload}), indent=2, default=str))
     elif args.quiet and headline is not None:
-        print(headline())
+        _write(headline())
     else:
-        print(text())
+        _write(text())
     return 0
+
+
+def _write(text: str) -> None:
+    """Print the answer; a full disk or a closed stdout is the user's to fix, not a bug
+    (a closed pipe, `| head`, is BrokenPipeError: cli.main exits 0 on it)."""
+    if sys.stdout is None:  # `infraplan ... >&-`
+        raise InputError("cannot write the answer: standard output is closed; "
+                         "run without '>&-' or redirect it to a file")
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise InputError(f"cannot write the answer to standard output: "
+                         f"{exc.strerror or exc}; redirect it to a file on a disk with "
+                         f"room, or use -q for the headline only") from None

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from infraplan.report.document import duration_text
 from infraplan.report.terminal import table
-from infraplan.units import format_bytes, format_usd_rate, run_length
+from infraplan.report.document import usd
+from infraplan.units import duration_text, format_bytes, format_usd_rate, run_length
 
 LABELS = {"on_demand": "on-demand", "spot": "spot",
           "reserved_plus_spot": "reserved + spot burst"}
@@ -60,7 +60,7 @@ def strategy_rows(sim) -> list[list[str]]:
         rows.append([LABELS[key], duration_text(d.interval_s) + f" ({d.interval_source})",
                      run_length(d.wall_s.p50), run_length(d.wall_s.p90),
                      f"{d.goodput.p50:.{places}%}", f"{d.goodput.p10:.{places}%}",
-                     f"${d.cost_usd.p50:,.0f}", f"${d.cost_usd.p90:,.0f}",
+                     usd(d.cost_usd.p50), usd(d.cost_usd.p90),
                      f"{d.interruptions.mean:,.1f}", f"{d.preemptions.mean:,.1f}"])
         if sim.term is not None:
             t = sim.term

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infraplan.report.document import duration_text
+from infraplan.units import duration_text
 from infraplan.report.terminal import table
 from infraplan.report.training import economics_lines
 from infraplan.serving.curve_price import CURVE_LABEL

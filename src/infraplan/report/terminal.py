@@ -25,9 +25,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
     for row in rows:
         t.add_row(*("" if c is None else str(c) for c in row))
     buffer = io.StringIO()
-    Console(file=buffer, width=100_000, force_terminal=sys.stdout.isatty(),
+    Console(file=buffer, width=100_000, force_terminal=_stdout_is_terminal(),
             highlight=False).print(t)
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()).strip("\n")
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout is not None and sys.stdout.isatty()  # None: stdout closed (>&-)
 
 
 def _bar(fraction: float, width: int = 30) -> str:

@@ -45,7 +45,7 @@ from infraplan.training.memory import training_memory
 from infraplan.training.plan_train import (node_types, plan_training, scenario_job,
                                           unused_price_notes)
 from infraplan.training.search import node_for
-from infraplan.units import GiB, format_usd_rate
+from infraplan.units import GiB, format_usd_rate, run_length
 
 @dataclass(frozen=True)
 class RunSetup:
@@ -127,7 +127,7 @@ class RunSimulation:
         if self.plan.time_to_train_s is None:
             return None
         goodput = hardware.calibration("run-goodput")
-        return (f"plan train's time to train, {self.plan.time_to_train_s / 86400:,.1f} d, is "
+        return (f"plan train's time to train, {run_length(self.plan.time_to_train_s)}, is "
                 f"this work over a {goodput:.0%} run goodput (Llama 3 405B's run on 16,384 "
                 "GPUs: restarts, checkpoints, evaluation and other stops); the runs here "
                 "draw only this job's failures, preemptions and checkpoints")
@@ -161,8 +161,9 @@ class RunSimulation:
                 "checkpoint": {"storage_tier": self.setup.tier.name,
                                "asynchronous": self.setup.asynchronous,
                                "size_bytes": cp.size_bytes, "blocking_s": cp.blocking_s,
-                               "write_s": cp.write_s, "daly_interval_s": cp.daly_interval_s,
-                               "interval_s": cp.interval_s},
+                               "write_s": cp.write_s, "daly_interval_s": cp.daly_interval_s},
+                # no interval here: each strategy's interval_s is the one its runs used (an
+                # 'interval_s' of Daly's here was read as theirs)
                 "prices_usd_per_gpu_hour": self.prices_usd_per_gpu_hour,
                 "price_sources": self.price_sources, "spot": self.spot_terms,
                 "strategies": out,
