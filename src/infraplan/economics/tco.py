@@ -13,6 +13,7 @@ Cost of owning one server with G GPUs for a year, at utilization u (0.01 <= u <=
     facility    = colocation_usd_per_kw_month x system_power_w / 1000 x 12
                   (colocation bills provisioned kW whether used or not; energy is extra)
     operations  = operations_fraction_per_year x price_usd
+                  (bounds: 0 to 1 for the fraction, 1 to 3 for pue; the ranges below)
     cost per used GPU-hour = (capex + power + facility + operations) / (G x H_y x u)
 Only the power term grows with u, and it grows in proportion to the GPU-hours, so the cost
 per GPU-hour = fixed / (G x H_y x u) + constant falls as utilization rises.
