@@ -3,6 +3,7 @@ per GPU-hour (economics/tco.py), and the break-evens against renting and against
 
 from __future__ import annotations
 
+import argparse
 from functools import lru_cache
 
 from infraplan.errors import InputError
@@ -30,9 +31,22 @@ def _onprem_defaults() -> tuple[list[str], dict[str, float]]:
             {row["name"]: row["value"] for row in raw["facility"]})
 
 
+def _with_fix(parse, fix: str):
+    """An argparse type that refuses what `parse` refuses, adding how to fix it: a fraction
+    written as a percentage (5 for 5 %) is the slip these flags' bounds catch."""
+    def checked(text: str) -> float:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}. To fix: {fix}") from None
+    return checked
+
+
 def add_tco(sub, number) -> None:
     """`number(low, above=..., high=...)` is cli.py's argparse type for a bounded number."""
     from infraplan.economics.tco import (AMORTIZATION_YEARS_RANGE, MAX_RENT_USD_PER_GPU_HOUR,
+                                         OPERATIONS_FRACTION_FIX, OPERATIONS_FRACTION_RANGE,
+                                         PUE_FIX, PUE_RANGE, TYPICAL_PUE_RANGE,
                                          UTILIZATION_RANGE)
 
     regions, facility = _onprem_defaults()
@@ -44,7 +58,9 @@ def add_tco(sub, number) -> None:
                     "catalog regions' list its rows.")
     p.add_argument("server", help="server in catalog/data/onprem.yaml (dgx-h100, ...)")
     low, high = UTILIZATION_RANGE
-    p.add_argument("--utilization", type=number(low, above=False, high=high), default=0.7,
+    p.add_argument("--utilization", default=0.7,
+                   type=_with_fix(number(low, above=False, high=high),
+                                  "give a share of the year's hours: write 0.7 for 70 %"),
                    help=f"share of the year's hours the GPUs are in use, {low:g} to {high:g} "
                         "(default: %(default)s); sets the cost per used GPU-hour and the "
                         "hours rented instead")
@@ -64,14 +80,20 @@ def add_tco(sub, number) -> None:
     p.add_argument("--price-usd-per-server", type=number(0, above=True),
                    help="purchase price of one server in USD, > 0: your quote (default: the "
                         "server's catalog price, often an estimate)")
-    p.add_argument("--pue", type=number(1, above=False),
-                   help=f"facility kWh per IT kWh, >= 1 (default: {facility['pue']:g})")
+    low, high = PUE_RANGE
+    p.add_argument("--pue", type=_with_fix(number(low, above=False, high=high), PUE_FIX),
+                   help=f"facility kWh per IT kWh, {low:g} to {high:g}; real data centres run "
+                        f"{TYPICAL_PUE_RANGE[0]:.1f} to {TYPICAL_PUE_RANGE[1]:.1f} (default: "
+                        f"{facility['pue']:g})")
     p.add_argument("--colocation-usd-per-kw-month", type=number(0, above=False),
                    help="USD per kW of provisioned server power per month, >= 0 (default: "
                         f"{facility['colocation-usd-per-kw-month']:g})")
-    p.add_argument("--operations-fraction", type=number(0, above=False),
-                   help="staff, support and spares a year as a fraction of the price, >= 0 "
-                        f"(default: {facility['operations-fraction-of-capex-per-year']:g})")
+    low, high = OPERATIONS_FRACTION_RANGE
+    p.add_argument("--operations-fraction",
+                   type=_with_fix(number(low, above=False, high=high), OPERATIONS_FRACTION_FIX),
+                   help="staff, support and spares a year as a fraction of the price, "
+                        f"{low:g} to {high:g}: 0.05 is 5 %% (default: "
+                        f"{facility['operations-fraction-of-capex-per-year']:g})")
     p.add_argument("--api-usd-per-m", type=number(0, above=False),
                    help="API price per million tokens, >= 0 (needs --tokens-per-s)")
     p.add_argument("--tokens-per-s", type=number(0, above=True),
@@ -108,5 +130,5 @@ def run_tco(args) -> int:
                       "usd_per_gpu_hour": own.usd_per_gpu_hour, "excludes": EXCLUDED},
            "buy_vs_rent": asdict(rent) if rent else None,
            "self_host_vs_api": asdict(api) if api else None}
-    return emit(args, "tco", out, lambda: tco_report(own, rent, api, args.rent, set_flags),
+    return emit(args, "tco", out, lambda: tco_report(own, rent, api, set_flags),
                 lambda: tco_headline(own, rent, api))

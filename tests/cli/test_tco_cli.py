@@ -42,7 +42,7 @@ def test_tco_json_is_the_library(capsys):
      "argument --price-usd-per-server: must be a finite number > 0, got 0"),
     (["tco", "dgx-h100", "--pue", "0.9"], "argument --pue: must be a finite number >= 1"),
     (["tco", "dgx-h100", "--operations-fraction", "inf"],
-     "argument --operations-fraction: must be a finite number >= 0, got inf"),
+     "argument --operations-fraction: must be a finite number >= 0 and <= 1, got inf"),
     (["tco", "dgx-h100", "--region", "tx", "--usd-per-kwh", "0.1"],
      "--region and --usd-per-kwh both set the electricity price"),
     (["tco", "dgx-h100", "--tokens-per-s", "nan", "--api-usd-per-m", "1"],
@@ -79,7 +79,8 @@ def test_api_break_even_ignores_utilization_and_counts_power_at_full_load(capsys
             "million tokens, more than the API's $0.50") in out
     assert "e+" not in out
     out = _text(capsys, "dgx-h100", "--api-usd-per-m", "0.126", "--tokens-per-s", "5000")
-    assert "self-host vs API at $0.13 per million tokens: never" in out  # was $0.126
+    # the user's own price as given (s63; aba596b had rounded it to $0.13)
+    assert "self-host vs API at $0.126 per million tokens: never" in out
 
 
 def test_the_price_says_it_is_an_estimate_and_can_be_replaced(capsys):
@@ -124,5 +125,6 @@ def test_help_states_defaults_ranges_and_regions(capsys, monkeypatch):
     out = " ".join(capsys.readouterr().out.split())
     for fragment in ("0.01 to 1 (default: 0.7)", "0.25 to 30 years (default: 4)",
                      "(default: us-industrial-average); one of california, georgia,",
-                     ">= 1 (default: 1.3)", "(default: 184.06)", "(default: 0.05)"):
+                     "1 to 3; real data centres run 1.1 to 2.0 (default: 1.3)",
+                     "(default: 184.06)", "0 to 1: 0.05 is 5 % (default: 0.05)"):
         assert fragment in out

@@ -13,6 +13,7 @@ Cost of owning one server with G GPUs for a year, at utilization u (0.01 <= u <=
     facility    = colocation_usd_per_kw_month x system_power_w / 1000 x 12
                   (colocation bills provisioned kW whether used or not; energy is extra)
     operations  = operations_fraction_per_year x price_usd
+                  (bounds: 0 to 1 for the fraction, 1 to 3 for pue; the ranges below)
     cost per used GPU-hour = (capex + power + facility + operations) / (G x H_y x u)
 Only the power term grows with u, and it grows in proportion to the GPU-hours, so the cost
 per GPU-hour = fixed / (G x H_y x u) + constant falls as utilization rises.
@@ -120,9 +121,20 @@ def facility_value(name: str) -> float:
 # which a cost per used GPU-hour says nothing about owning. Rent: $1,000 per GPU-hour is
 # some 80x the dearest on-demand GPU-hour in the catalog (8-GPU instances at up to
 # $98.32/h, catalog/data prices).
+# PUE: 1 is a facility that spends nothing beyond the IT load; real data centres run 1.1 to
+# 2.0 (onprem.yaml: 1.3 for new builds, 1.58 the 2023 industry average), so above 3 is a
+# slip, not a building (--pue 50 was priced without a word). Operations: staff, support and
+# spares a year as a fraction of the price (onprem.yaml: 0.05); above 1 they would cost more
+# than the server every year (--operations-fraction 5, meant as 5 %, priced 500 %).
 AMORTIZATION_YEARS_RANGE = (0.25, 30.0)
 UTILIZATION_RANGE = (0.01, 1.0)
 MAX_RENT_USD_PER_GPU_HOUR = 1_000.0
+PUE_RANGE = (1.0, 3.0)
+TYPICAL_PUE_RANGE = (1.1, 2.0)
+OPERATIONS_FRACTION_RANGE = (0.0, 1.0)
+OPERATIONS_FRACTION_FIX = "give a fraction of the server price a year: write 0.05 for 5 %"
+PUE_FIX = (f"give facility kWh per IT kWh, {PUE_RANGE[0]:g} to {PUE_RANGE[1]:g}: real data "
+           f"centres run {TYPICAL_PUE_RANGE[0]:.1f} to {TYPICAL_PUE_RANGE[1]:.1f}")
 
 
 def _in_range(name: str, value: float, low: float, high: float, *, fix: str):
@@ -159,6 +171,8 @@ class OnPremCost:
     electricity_region: str | None  # None: usd_per_kwh given by the caller
     usd_per_kwh: float
     pue: float
+    colocation_usd_per_kw_month: float  # per kW of the server's maximum input power
+    operations_fraction_per_year: float  # of the purchase price
     given: tuple[str, ...]  # the arguments the caller set rather than onprem.yaml
     amortization_years: float
     items: tuple[LineItem, ...]  # per year: capex (amortised), power, facility, operations
@@ -207,16 +221,15 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
                       fix="give the server's useful life in years, 0.25 to 30 (onprem.yaml "
                           "assumes 4)")
     pue_in = pue
-    pue = _number("pue", facility_value("pue") if pue is None else pue, ge=0)
-    if pue < 1:
-        raise InputError(f"pue must be >= 1 (facility energy / IT energy; got {pue!r})")
+    pue = _in_range("pue (tco --pue)", facility_value("pue") if pue is None else pue,
+                    *PUE_RANGE, fix=PUE_FIX)
     kwh_price = _number("usd_per_kwh", region.usd_per_kwh if region else usd_per_kwh, ge=0)
     colo = _number("colocation_usd_per_kw_month", facility_value("colocation-usd-per-kw-month")
                    if colocation_usd_per_kw_month is None else colocation_usd_per_kw_month, ge=0)
-    ops = _number("operations_fraction_per_year",
-                  facility_value("operations-fraction-of-capex-per-year")
-                  if operations_fraction_per_year is None else operations_fraction_per_year,
-                  ge=0)
+    ops = _in_range("operations_fraction_per_year (tco --operations-fraction)",
+                    facility_value("operations-fraction-of-capex-per-year")
+                    if operations_fraction_per_year is None else operations_fraction_per_year,
+                    *OPERATIONS_FRACTION_RANGE, fix=OPERATIONS_FRACTION_FIX)
 
     g = row.gpus_per_server
     host_w = max(row.system_power_w - g * gpu.tdp_watts, 0.0) if include_host else 0.0
@@ -241,7 +254,8 @@ def onprem_cost(server_name: str, utilization: float, *, price_usd: float | None
         ("operations_fraction_per_year", operations_fraction_per_year)) if value is not None)
     return OnPremCost(server=row.name, gpus=g, utilization=u, capex_usd=price, price=price_row,
                       electricity_region=region.name if region else None,
-                      usd_per_kwh=kwh_price, pue=pue, given=given,
+                      usd_per_kwh=kwh_price, pue=pue, colocation_usd_per_kw_month=colo,
+                      operations_fraction_per_year=ops, given=given,
                       amortization_years=years, items=items,
                       gpu_hours_per_year=g * HOURS_PER_YEAR * u)
 
@@ -252,6 +266,7 @@ class BuyVsRent:
     gpu_hours: float | None  # used GPU-hours at the crossing
     capex_usd: float
     own_usd_per_month: float  # running cost after the purchase
+    rent_usd_per_gpu_hour: float  # the rental price compared with, as given
     rent_usd_per_month: float
     within_life: bool  # the crossing comes before the end of the amortization period
     message: str
@@ -282,7 +297,7 @@ def buy_vs_rent(server_name: str, utilization: float, rent_usd_per_gpu_hour: flo
     run_month = own.running_usd_per_month
     life_months = 12 * own.amortization_years
     if rent_month <= run_month:
-        return BuyVsRent(None, None, own.capex_usd, run_month, rent_month, False,
+        return BuyVsRent(None, None, own.capex_usd, run_month, rent, rent_month, False,
                          f"never: renting {used_hours_per_month:,.0f} GPU-h/month costs "
                          f"${rent_month:,.0f}, no more than the server's running costs "
                          f"(power, facility, operations, excluding the purchase: "
@@ -291,7 +306,7 @@ def buy_vs_rent(server_name: str, utilization: float, rent_usd_per_gpu_hour: flo
     within = months <= life_months
     life = f"the assumed {life_months / 12:g}-year life"
     crossing = f"{months:,.1f} months ({months * used_hours_per_month:,.0f} GPU-hours)"
-    return BuyVsRent(months, months * used_hours_per_month, own.capex_usd, run_month,
+    return BuyVsRent(months, months * used_hours_per_month, own.capex_usd, run_month, rent,
                      rent_month, within,
                      f"buying pays off after {crossing}, within {life}" if within else
                      f"renting is cheaper: buying would pay off after {crossing}, "
@@ -311,9 +326,17 @@ def usd_per_million_text(x: float) -> str:
     return f"{x:,.2f}" if x >= 0.10 else format_usd_rate(x)
 
 
+def _dearer_text(usd: float, than_usd: float) -> str:
+    """`usd` (> than_usd) per million tokens to the cent, or finer where the cents would not
+    read as more than `than_usd` (printed as given): $0.1249 against an API's $0.1245."""
+    text = usd_per_million_text(usd)
+    return text if float(text.replace(",", "")) > than_usd else format_usd_rate(usd)
+
+
 @dataclass(frozen=True)
 class SelfHostVsApi:
     tokens_per_month: float | None  # break-even volume; None: the API is always cheaper
+    tokens_per_s: float  # the deployment's throughput at most, as given
     capacity_tokens_per_month: float
     self_host_usd_per_million_at_capacity: float
     api_usd_per_million: float
@@ -346,14 +369,13 @@ def self_host_vs_api(throughput_tokens_per_s: float, monthly_cost_usd: float,
     at_capacity = (m + v) * 1e6 / capacity
     api_at_capacity = capacity * p / 1e6
     if p == 0 or m + v > api_at_capacity:
-        return SelfHostVsApi(None, capacity, at_capacity, p, m, v, None,
+        return SelfHostVsApi(None, s, capacity, at_capacity, p, m, v, None,
                              f"never: even at full load ({tokens_text(capacity)} tokens/month) "
-                             f"self-hosting costs ${usd_per_million_text(at_capacity)} per "
-                             f"million tokens, more than the API's "
-                             f"${usd_per_million_text(p)}")
+                             f"self-hosting costs ${_dearer_text(at_capacity, p)} per "
+                             f"million tokens, more than the API's ${format_usd_rate(p)}")
     share = m / (api_at_capacity - v) if m else 0.0
     tokens = share * capacity
-    return SelfHostVsApi(tokens, capacity, at_capacity, p, m, v, share,
+    return SelfHostVsApi(tokens, s, capacity, at_capacity, p, m, v, share,
                          f"self-hosting is cheaper above {tokens_text(tokens)} tokens/month "
                          f"({share:.1%} of its capacity)")
 

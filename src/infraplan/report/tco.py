@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from infraplan.report.terminal import table
-from infraplan.units import format_figure
+from infraplan.units import format_figure, format_usd_rate
 
 WIDTH = 100
 
@@ -28,9 +28,10 @@ def _price_lines(own) -> list[str]:
             _wrap(f"  source: {price.source} (retrieved {price.retrieved})")]
 
 
-def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = None,
-               set_flags: dict[str, float] | None = None) -> str:
-    from infraplan.economics.tco import EXCLUDED, usd_per_million_text
+def tco_report(own, rent=None, api=None, set_flags: dict[str, float] | None = None) -> str:
+    """The user's own prices (--rent, --api-usd-per-m) are echoed as given: $6.155, not
+    $6.16 (units.format_usd_rate)."""
+    from infraplan.economics.tco import EXCLUDED
 
     lines = [f"{own.server}: {own.gpus} GPUs, amortised over {own.amortization_years:g} "
              f"years, {own.utilization:.0%} utilised", *_price_lines(own)]
@@ -45,11 +46,11 @@ def tco_report(own, rent=None, api=None, rent_usd_per_gpu_hour: float | None = N
               f"GPU-hours: ${own.usd_per_gpu_hour:,.2f} per GPU-hour",
               _wrap(f"not included: {EXCLUDED}")]
     if rent is not None:
-        lines.append(_wrap(f"buy vs rent at ${rent_usd_per_gpu_hour:,.2f} per GPU-hour: "
-                           f"{_rent_verdict(own, rent)}"))
+        lines.append(_wrap(f"buy vs rent at ${format_usd_rate(rent.rent_usd_per_gpu_hour)} "
+                           f"per GPU-hour: {_rent_verdict(own, rent)}"))
     if api is not None:
-        lines.append(_wrap(f"self-host vs API at ${usd_per_million_text(api.api_usd_per_million)}"
-                           f" per million tokens: {api.message}"))
+        lines.append(_wrap(f"self-host vs API at ${format_usd_rate(api.api_usd_per_million)} "
+                           f"per million tokens: {api.message}"))
     return "\n".join(lines)
 
 
