@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -81,9 +82,16 @@ def items_of(section: dict) -> dict:
     return {i["label"]: i["text"] for i in section["items"]}
 
 
+@functools.lru_cache(maxsize=None)
+def example_document(name: str) -> dict:
+    """The report document of examples/NAME, built once for the whole session (a 70B
+    plan takes seconds); read it, never change it."""
+    from infraplan.report.document import build_document
+
+    return build_document(EXAMPLES / name)
+
+
 @pytest.fixture(scope="module")
 def spot_doc():
     """The report document of examples/article-4-2b-spot.yaml (reserved baseline + spot)."""
-    from infraplan.report.document import build_document
-
-    return build_document(EXAMPLES / "article-4-2b-spot.yaml")
+    return example_document("article-4-2b-spot.yaml")

@@ -13,7 +13,7 @@ import pytest
 
 from infraplan.errors import InputError
 from tests.conftest import require
-from tests.web.conftest import EXAMPLES
+from tests.web.conftest import EXAMPLES, example_document
 
 TRAIN = EXAMPLES / "train-llama-3.1-70b.yaml"
 SERVE = EXAMPLES / "serve-llama8b-chat.yaml"
@@ -528,7 +528,7 @@ def test_a_run_block_puts_simulate_trains_strategies_in_the_yield_plan(capsys):
         # the checkpoint in the same unit in both (it was 21.54 GiB beside 23.1 GB)
         sizes = {i["label"]: i["text"] for i in section["items"]}
         assert sizes["checkpoint size"] == "23.1 GB" and "checkpoint 23.13 GB to " in cli
-    plain = build_document(TRAIN)  # no run: block, no Monte-Carlo runs
+    plain = example_document(TRAIN.name)  # no run: block, no Monte-Carlo runs
     assert plain["run"] is None
     assert not next(s for s in plain["sections"] if s["heading"] == "Yield plan")["tables"]
 

@@ -9,14 +9,13 @@ import re
 
 import pytest
 
-from tests.web.conftest import EXAMPLES, items_of as _items, section_of as _section
+from tests.web.conftest import (EXAMPLES, example_document, items_of as _items,
+                                section_of as _section)
 
 
 @pytest.fixture(scope="module")
 def finetune_doc():
-    from infraplan.report.document import build_document
-
-    return build_document(EXAMPLES / "article-1-finetune-7b.yaml")
+    return example_document("article-1-finetune-7b.yaml")
 
 
 def test_the_strategy_table_carries_the_commitment_and_the_reconciliation(spot_doc):
@@ -73,9 +72,7 @@ def test_the_plans_tables_have_the_clis_cost_column(finetune_doc, capsys):
 def test_step_breakdown_bars_are_labelled_by_the_tables_rank_or_as_an_accelerators_best():
     """'#4 2048 x a100-sxm4-80gb' was the best A100 plan, while #4 in the best plans table
     is an H100 plan."""
-    from infraplan.report.document import build_document
-
-    doc = build_document(EXAMPLES / "train-llama-3.1-70b.yaml")
+    doc = example_document("train-llama-3.1-70b.yaml")
     labels = doc["figures"]["step_breakdown"]["data"][0]["y"]
     assert labels == ["#1 2048 x h100-sxm5-80gb", "#2 2048 x h100-sxm5-80gb",
                       "#3 2048 x h100-sxm5-80gb",
@@ -129,9 +126,7 @@ def test_latencies_sharing_a_column_share_a_unit():
 def test_the_serving_reports_latency_columns_and_slos():
     """The load sweep's p99 end to end column mixed '9,325.2 ms' and '10.2 s'; the SLOs read
     '≤ 1,000.0 ms'."""
-    from infraplan.report.document import build_document
-
-    doc = build_document(EXAMPLES / "serve-llama8b-chat.yaml")
+    doc = example_document("serve-llama8b-chat.yaml")
     assert _items(_section(doc, "Define workload"))["SLOs"] == \
         "p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms"
     sweep = _section(doc, "Load-test")["tables"][0]
@@ -163,9 +158,7 @@ def test_the_per_million_price_shows_how_it_is_made():
     """'$5.38' an hour, '4,588' output tok/s and '$0.299' per million did not multiply out:
     the price is at the 5,006 tok/s served while requests arrive, which the page left out.
     The item now carries its basis, and the figures in it reproduce it."""
-    from infraplan.report.document import build_document
-
-    doc = build_document(EXAMPLES / "serve-llama8b-chat.yaml")
+    doc = example_document("serve-llama8b-chat.yaml")
     econ = _items(_section(doc, "Economics"))
     text = econ["cost per million output tokens"]
     m = re.fullmatch(r"\$([\d.]+): \$([\d.]+)/h / \(([\d,]+) output tok/s while requests "
@@ -182,12 +175,10 @@ def test_the_grid_intensity_and_its_source_are_on_the_page(example, capsys):
     """`plan train` / `plan serve` print 'grid: us-east-1: 343.48 g/kWh (2025, estimate);
     source: ...' under the energy line; the report gave the carbon without it."""
     from infraplan.cli import main
-    from infraplan.report.document import build_document
-
     kind = "serve" if "serve" in example else "train"
     assert main(["plan", kind, str(EXAMPLES / example)]) == 0
     (grid,) = [line for line in capsys.readouterr().out.splitlines()
                if line.startswith("grid: ")]
     assert grid.startswith("grid: us-east-1: 343.48 g/kWh (2025, estimate); source: ")
-    paragraphs = _section(build_document(EXAMPLES / example), "Economics")["paragraphs"]
+    paragraphs = _section(example_document(example), "Economics")["paragraphs"]
     assert grid in paragraphs

@@ -8,14 +8,12 @@ import json
 import pytest
 import yaml
 
-from tests.web.conftest import EXAMPLES
+from tests.web.conftest import EXAMPLES, example_document
 
 
 @pytest.fixture(scope="module")
 def llama_doc():
-    from infraplan.report.document import build_document
-
-    return build_document(EXAMPLES / "train-llama-3.1-70b.yaml")
+    return example_document("train-llama-3.1-70b.yaml")
 
 
 def test_the_goodput_curve_starts_at_the_upload(llama_doc):
