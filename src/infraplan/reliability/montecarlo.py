@@ -33,7 +33,8 @@ Every trial jumps from event to event: a period of running ends at min(next inte
 capacity return, finish), drawn in closed form, and the checkpoints inside it are counted by
 arithmetic, so the cost is one vectorised step per event, not per second or per checkpoint.
 Draw i of every random stream belongs to event i of each trial, so runs that differ only in
-tau or R see the same interruptions (common random numbers: smooth interval scans).
+tau or R see the same interruptions (common random numbers: smooth interval scans), and a
+scan's intervals step together as the rows of one array.
 """
 
 from __future__ import annotations
