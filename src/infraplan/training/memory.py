@@ -125,7 +125,7 @@ def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
     if options.finetune == "qlora" and options.precision == "fp8":
         # bitsandbytes' Linear4bit dequantizes NF4 to its compute dtype, bf16 or fp16
         # (bnb_4bit_compute_dtype); no QLoRA stack runs its GEMMs in fp8
-        raise InputError("precision fp8 does not apply to finetune qlora: its 4-bit layers "
+        raise InputError("precision=fp8 does not apply to finetune=qlora: its 4-bit layers "
                          "(bitsandbytes) compute in bf16 or fp16",
                          fix="use precision=bf16 (or fp16), or finetune=lora with fp8")
     if options.seq_len < 1:
