@@ -206,7 +206,7 @@ BAD_INPUT = [
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h10"], "did you mean"),
     (["memory", "--model", "lama-3.1-70b", "--gpu", "h100"], "did you mean 'llama-3.1-70b'"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "3", "--tp", "3"],
-     "tp=3 does not divide the 64 attention heads"),
+     "--tp 3 does not divide the 64 attention heads"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "-2"], "must be >= 1"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--seq-len", "0"], "must be >= 1"),
     (["memory", "--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "12", "--tp", "8"],
@@ -240,7 +240,7 @@ BAD_INPUT = [
     (["plan", "train", "x" * 300], "not a usable path (File name too long)"),
     # the plan search's ceiling on accelerators holds for a memory estimate too
     (["memory", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "1000000000"],
-     "hardware.num_gpus must be <= 131072 (got 1000000000)"),
+     "--num-gpus must be <= 131072 (got 1000000000)"),
     # a device is on disk but not a config.json ("does not exist" before)
     (["memory", "--model", "/dev/null", "--gpu", "h100"],
      "model file '/dev/null' is not a regular file"),
@@ -471,8 +471,8 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
     (["--lora-targets", "all-linear"], "--lora-targets applies only to a LoRA or QLoRA"),
     (["--recompute-fraction", "1"], "--recompute-fraction applies only to full recompute (it "
                                     "would be ignored). To fix: add --recompute full"),
-    (["--sequence-parallel"], "sequence_parallel splits activations over the tensor-parallel "
-                              "ranks: it needs tp > 1"),
+    (["--sequence-parallel"], "--sequence-parallel splits activations over the "
+                              "tensor-parallel ranks: it needs --tp > 1"),
 ])
 def test_memory_flags_that_would_be_ignored_are_refused(capsys, flags, fragment):
     code, _, err = run(capsys, "memory", "--model", "llama-3.1-8b", "--gpu", "h100", *flags)

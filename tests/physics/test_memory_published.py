@@ -150,7 +150,7 @@ def test_lora_on_routed_experts_adapts_nothing_and_says_so():
     # parameter): LoRA's target modules reach attention only, and MLP targets nothing
     arch = load_model("mixtral-8x7b")
     plan = ParallelPlan(tp=8, recompute="full")
-    with pytest.raises(InputError, match=r"finetune.lora_targets \['mlp'\] adapt no weight"):
+    with pytest.raises(InputError, match=r"finetune.lora_targets \[mlp\] adapt no weight"):
         training_memory(arch, "h100", plan, MemoryOptions(
             seq_len=1024, finetune="lora", lora_targets=("mlp",)))
     report = training_memory(arch, "h100", plan, MemoryOptions(

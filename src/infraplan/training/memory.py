@@ -14,11 +14,11 @@ from infraplan.models import load_model, param_counts, uncounted_notes
 from infraplan.models.arch import ModelArch
 from infraplan.physics import hardware
 from infraplan.physics.memory import activations as act
-from infraplan.physics.memory.states import lora_shapes, lora_targets
+from infraplan.physics.memory.states import expert_dp, lora_shapes, lora_targets
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
 from infraplan.physics.memory.training import (FINETUNE, MemoryOptions,
                                                training_memory_arrays)
-from infraplan.training.plan import ParallelPlan, check_plan
+from infraplan.training.plan import ParallelPlan, check_plan, divisors
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -73,11 +73,18 @@ class MemoryReport:
         return [(context if k == "cuda_context" else k.replace("_", " "), v)
                 for k, v in self.overhead_parts.items()]
 
+    def _options_json(self) -> dict:
+        """The options, the LoRA ones null when no adapter is trained (finetune full)."""
+        out = asdict(self.options)
+        if self.options.finetune == "full":
+            out.update(lora_rank=None, lora_targets=None)
+        return out
+
     def to_json(self) -> dict:
         return {
             "model": self.model, "accelerator": self.accelerator,
             "num_gpus": self.plan.num_gpus, "plan": asdict(self.plan),
-            "options": asdict(self.options),
+            "options": self._options_json(),
             "params_total": self.params_total, "params_active": self.params_active,
             "params_per_gpu": round(self.params_per_gpu),
             "trainable_params_per_gpu": round(self.trainable_params_per_gpu),
@@ -115,6 +122,12 @@ def _check_options(options: MemoryOptions, gpu: Accelerator) -> list[str]:
     if options.grad_dtype not in (None, "fp32", "bf16", "fp16"):
         raise InputError(f"grad_dtype must be fp32, bf16 or fp16, got {options.grad_dtype!r}")
     lookup_optimizer(options.optimizer)
+    if options.finetune == "qlora" and options.precision == "fp8":
+        # bitsandbytes' Linear4bit dequantizes NF4 to its compute dtype, bf16 or fp16
+        # (bnb_4bit_compute_dtype); no QLoRA stack runs its GEMMs in fp8
+        raise InputError("precision=fp8 does not apply to finetune=qlora: its 4-bit layers "
+                         "(bitsandbytes) compute in bf16 or fp16",
+                         fix="use precision=bf16 (or fp16), or finetune=lora with fp8")
     if options.seq_len < 1:
         raise InputError(f"seq_len must be >= 1, got {options.seq_len}")
     if options.finetune != "full" and options.lora_rank < 1:
@@ -155,11 +168,11 @@ def lora_coverage_notes(arch: ModelArch, options: MemoryOptions) -> list[str]:
     mlp_targets = targets & {"gate", "up", "down"}
     if adapted == 0:
         raise InputError(
-            f"finetune.lora_targets {list(options.lora_targets)} adapt no weight of "
-            f"{arch.name}: its MLPs are routed experts, stored fused in Hugging Face "
+            f"finetune.lora_targets [{', '.join(options.lora_targets)}] adapt no weight "
+            f"of {arch.name}: its MLPs are routed experts, stored fused in Hugging Face "
             "transformers, which LoRA's target modules do not reach",
-            fix="set lora_targets to [attention] or [all-linear] (attention and any "
-                "dense or shared-expert MLPs)")
+            fix="set lora_targets: [attention], or lora_targets: [all-linear] (attention "
+                "and any dense or shared-expert MLPs)")
     if not (arch.is_moe and mlp_targets):
         return []
     mlp_adapted = sum(count * len(lora_shapes(arch, frozenset(mlp_targets), moe_layer))
@@ -168,6 +181,46 @@ def lora_coverage_notes(arch: ModelArch, options: MemoryOptions) -> list[str]:
              "nothing: it has no dense or shared-expert MLP")
     return [f"LoRA does not adapt the routed experts of {arch.name} (fused 3-D weights in "
             f"transformers); its MLP targets adapt {reach}"]
+
+
+def _listed(name: str, values: list[int]) -> str:
+    """'cp=1' for one value, 'cp in 1, 2, 4' for several."""
+    return f"{name}={values[0]}" if len(values) == 1 else \
+        f"{name} in {', '.join(map(str, values))}"
+
+
+def check_degrees(arch: ModelArch, plan: ParallelPlan, seq_len: int) -> None:
+    """The pipeline and context-parallel degrees of a plan with its GPU count fixed, each
+    refused with the values that would run: a degree the model or sequence allows that
+    also divides the GPUs left to it (with dp derived, pp takes pp*dp of them and cp
+    dp*cp). `check_plan` checks the rest."""
+    if plan.pp > arch.num_layers:
+        fits = [p for p in divisors(plan.pp * plan.dp) if p <= arch.num_layers]
+        raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}",
+                        fix=f"use {_listed('pp', fits)} (at most one stage per layer, "
+                            f"dividing the {plan.pp * plan.dp:,} GPUs left to pp*dp)")
+    chunk = 2 * plan.cp
+    if plan.cp > 1 and seq_len % chunk:
+        # Load-balanced ring attention (Megatron-LM, torchtitan) gives each CP rank two of
+        # 2*cp chunks of the sequence.
+        lower, upper = seq_len // chunk * chunk, (seq_len // chunk + 1) * chunk
+        lengths = f"{lower} or {upper}" if lower else f"{upper}"
+        fits = [c for c in divisors(plan.dp * plan.cp) if c == 1 or seq_len % (2 * c) == 0]
+        raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {chunk} "
+                        "(load-balanced ring attention splits it in 2*cp chunks)",
+                        fix=f"use seq_len={lengths}, or {_listed('cp', fits)}")
+
+
+def zero_notes(arch: ModelArch, plan: ParallelPlan) -> list[str]:
+    """ZeRO shards over the data-parallel ranks (DP x CP): with one of them it shards
+    nothing (PyTorch FSDP runs NO_SHARD at world size 1), so the stage saves no memory."""
+    if plan.zero == 0 or plan.dp * plan.cp > 1:
+        return []
+    experts = arch.is_moe and float(expert_dp(plan.tp, plan.dp, plan.cp, plan.expert_tp,
+                                              plan.ep)) > 1
+    what = "only the routed experts' states" if experts else "nothing"
+    return [f"ZeRO-{plan.zero} with one data-parallel rank (dp*cp = 1) shards {what}: each "
+            "accelerator keeps its whole model states; ZeRO saves memory with dp > 1"]
 
 
 def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: ParallelPlan,
@@ -180,12 +233,14 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     arch = model if isinstance(model, ModelArch) else load_model(model)
     accelerator = gpu if isinstance(gpu, Accelerator) else load_catalog().accelerators.get(gpu)
     notes = _check_options(options, accelerator)
+    check_degrees(arch, plan, options.seq_len)
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
                    kernels=options.kernels)
     notes += model_notes(arch, options.seq_len)
     notes += lora_coverage_notes(arch, options)
     layout = plan.uneven_layout_note(arch.num_layers)
     notes += [layout] if layout else []
+    notes += zero_notes(arch, plan)
     out = training_memory_arrays(
         arch, options, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep,
         etp=plan.expert_tp, zero=plan.zero, vp=plan.vp,
@@ -214,6 +269,10 @@ def memory_for_scenario(scenario, arch: ModelArch | None = None) -> MemoryReport
     from infraplan.training.plan import resolve_dp
 
     par, job, ft = scenario.parallelism, scenario.training, scenario.finetune
+    if not scenario.hardware.gpu.strip():
+        raise InputError("hardware.gpu is empty: it names the accelerator",
+                         fix="set hardware.gpu: h100 (a name or alias; 'infraplan catalog "
+                             "gpus' lists them)")
     plan = ParallelPlan(tp=par.tp, pp=par.pp, dp=1, cp=par.cp, ep=par.ep, etp=par.etp,
                         vp=par.vp,
                         zero=par.zero, sequence_parallel=par.sequence_parallel,

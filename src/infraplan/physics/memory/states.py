@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from infraplan.dtypes import dtype_bytes
-from infraplan.errors import UnknownNameError
+from infraplan.errors import InputError, UnknownNameError
 from infraplan.models.arch import ModelArch
 from infraplan.models.params import param_counts
 
@@ -82,6 +82,7 @@ class StageParams:
     moe_layers: np.ndarray
     max_layer_dense: float  # largest layer's non-expert parameters (ZeRO-3 buffers)
     max_layer_experts: float
+    max_layer_dense_gemm: float  # of max_layer_dense, the GEMM weights (what NF4 packs)
 
 
 def stage_layer_indices(num_layers: int, pp: int, vp: int) -> list[list[int]]:
@@ -123,11 +124,13 @@ def stage_params(arch: ModelArch, pp: int, vp: int = 1) -> StageParams:
     gemm += vocab
     replicated[-1] += counts.final_norm
     moe = np.array([sum(arch.layer_is_moe(i) for i in idx) for idx in ranks], dtype=float)
+    largest = max(layers, key=lambda p: p.dense)
     return StageParams(
         tensor_sharded=tensor, replicated=replicated, experts=experts, gemm=gemm, vocab=vocab,
         layers=np.array([len(idx) for idx in ranks], dtype=float), moe_layers=moe,
-        max_layer_dense=float(max(p.dense for p in layers)),
-        max_layer_experts=float(max(p.routed_experts for p in layers)))
+        max_layer_dense=float(largest.dense),
+        max_layer_experts=float(max(p.routed_experts for p in layers)),
+        max_layer_dense_gemm=float(largest.attention + largest.mlp + largest.shared_experts))
 
 
 def expert_dp(tp, dp, cp, etp, ep):
@@ -155,6 +158,12 @@ def lora_targets(names: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
     for name in names:
         key = name.strip().lower()
+        if not key:
+            raise InputError("lora_targets has an empty target; valid targets: "
+                             f"{', '.join(LORA_TARGET_GROUPS)}, or module names "
+                             f"({', '.join(LORA_MODULE_ALIASES)})",
+                             fix="set lora_targets: [all-linear] (every linear layer), or "
+                                 "name the targets")
         if key in LORA_TARGET_GROUPS:
             out.update(LORA_TARGET_GROUPS[key])
         elif key in LORA_MODULE_ALIASES:

@@ -245,9 +245,19 @@ def _rank_memory(arch, options, pp, vp, rank, *, tp, dp, cp, ep, etp, zero, sp, 
         gradients = sharded(lora * gb, 0.0, 2)
         optimizer = sharded(lora * k_opt, 0.0, 1)
 
-    # FSDP / ZeRO-3 gather the full parameters of the current and the prefetched layer.
-    gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * wb * (
-        stages.max_layer_dense / tp + stages.max_layer_experts / (etp * ep)), 0.0)
+    # FSDP / ZeRO-3 gather the full parameters of the current and the prefetched layer, at
+    # the bytes they are stored in. FSDP-QLoRA keeps the NF4 weights packed in a 16-bit
+    # storage dtype (bitsandbytes Params4bit quant_storage, Answer.AI fsdp_qlora, 2024), so
+    # a gather moves the 4-bit matrices; norms and routers stay 16-bit. With one rank in
+    # the shard group there is nothing to gather (PyTorch FSDP runs NO_SHARD at world size
+    # 1; DeepSpeed's partitions are the whole tensors).
+    gemm_bpp = NF4_BYTES_PER_PARAM if options.finetune == "qlora" else wb
+    dense_layer = (stages.max_layer_dense_gemm * gemm_bpp
+                   + (stages.max_layer_dense - stages.max_layer_dense_gemm) * wb) / tp
+    expert_layer = stages.max_layer_experts * gemm_bpp / (etp * ep)
+    gathered = np.where(zero >= 3, overhead_constant("zero3-prefetch-layers") * (
+        np.where(shard_dense > 1, dense_layer, 0.0)
+        + np.where(shard_expert > 1, expert_layer, 0.0)), 0.0)
     activations, loss_transient, recomputed = _activations(
         arch, options, stages, pp, vp, rank, tp=tp, cp=cp, sp=sp, mb=mb, m=m, rc=rc,
         extra=epo)
