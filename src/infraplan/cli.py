@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from pathlib import Path
 from collections.abc import Sequence
@@ -149,69 +148,12 @@ def _memory_flags(args) -> dict:
     return values
 
 
-# The library names a knob by its scenario key: 'parallelism.sequence_parallel',
-# 'sequence_parallel: false', 'cp=1', 'etp in 1', 'lora_targets: [attention]'. A memory
-# check run from flags alone answers in the flags' terms (as web/memory.py's MEMORY_TERMS
-# answers in the form's); a scenario file keeps its keys.
-def _flag_terms() -> list[tuple[str, object]]:
-    from infraplan.training.fit_check import FLAG_PATHS
-
-    flag = {**{k: "--" + k.replace("_", "-") for k in FLAG_PATHS},
-            **{path: "--" + k.replace("_", "-") for k, path in FLAG_PATHS.items()}}
-    keys = "|".join(sorted(map(re.escape, flag), key=len, reverse=True))
-    # keys no sentence uses as words (tp, seq_len; not 'model' or 'kernels'), and paths
-    bare = "|".join(sorted([k for k in FLAG_PATHS if "_" in k or k.endswith("p")]
-                           + [p for p in FLAG_PATHS.values() if "." in p], key=len,
-                           reverse=True))
-    on = (r"(?<![\w.*=-])", r"(?![\w*=-])")  # a whole key, not 'tp*dp' or 'ep_comm'
-
-    def value(m: re.Match) -> str:
-        name, given = flag[m[1]], m[2].strip("[]").replace(", ", ",")
-        if given in ("true", "false"):  # a BooleanOptionalAction flag: --no-<name>
-            return name if given == "true" else "--no-" + name[2:]
-        return f"{name} {given}"
-
-    return [(r"^flags: (model):? |^flags: ([\w.]+) ", lambda m: flag.get(
-                m[1] or m[2], m[0]) + " " if (m[1] or m[2]) in flag else m[0]),
-            (rf"{on[0]}({keys})(?:: |=| to | (?=\[))(\[[^\]]*\]|[\w.-]+)", value),
-            (rf"{on[0]}({keys}) in (\d+)(?![\d,])", lambda m: f"{flag[m[1]]} {m[2]}"),
-            (rf"{on[0]}({bare}){on[1]}", lambda m: flag[m[1]]),
-            (r"\bset (--)", r"use \1"), (r"; to fix: ", ". To fix: ")]
-
-
-def _in_flag_terms(exc: InputError) -> InputError:
-    """`exc` in the terms of the memory command's flags (`_flag_terms`)."""
-    def translate(text: str | None) -> str | None:
-        for pattern, new in _flag_terms():
-            text = text and re.sub(pattern, new, text)
-        return text
-
-    return InputError(translate(exc.message), fix=translate(exc.fix))
-
-
-# what a memory scenario must hold, as an example of each key
-_REQUIRED_EXAMPLES = {
-    "model": "model: llama-3.1-8b (a catalog name: 'infraplan catalog models') or model: "
-             "path/to/config.json",
-    "hardware": "hardware: {gpu: h100, num_gpus: 8}",
-    "hardware.gpu": "gpu: h100 under hardware: ('infraplan catalog gpus' lists them)",
-}
-
-
-def _with_examples(exc: InputError) -> InputError:
-    """A scenario file's 'model is required' with an example of each missing key."""
-    missing = re.findall(r"(?:^[^:]+: |; )([\w.]+) is required", exc.message)
-    examples = [_REQUIRED_EXAMPLES[k] for k in missing if k in _REQUIRED_EXAMPLES]
-    if exc.fix is not None or not examples:
-        return exc
-    return InputError(exc.message, fix="add " + "; and ".join(examples))
-
-
 def _run_memory(args) -> int:
     from infraplan.report.terminal import memory_report
     from infraplan.training.fit_check import (CONTEXT_FLAGS, fit_check, in_flag_terms,
-                                              memory_overrides, refuse_ignored_flags,
-                                              scenario_from_flags)
+                                              in_flags_alone_terms, memory_overrides,
+                                              refuse_ignored_flags, scenario_from_flags,
+                                              with_examples)
     from infraplan.scenario_files import load_scenario
     from infraplan.workloads import MemoryScenario
 
@@ -228,7 +170,7 @@ def _run_memory(args) -> int:
         try:
             return load_scenario(args.scenario, MemoryScenario, memory_overrides(values))
         except InputError as exc:  # a flag's bad value: name the flag, not the file's key
-            raise _with_examples(in_flag_terms(exc, values, Path(args.scenario).name)
+            raise with_examples(in_flag_terms(exc, values, Path(args.scenario).name)
                                  ) from None
 
     # a flag that needs another (--lora-rank needs --finetune lora) is refused in flag terms
@@ -244,7 +186,7 @@ def _run_memory(args) -> int:
     except InputError as exc:
         if args.scenario:
             raise
-        raise _in_flag_terms(exc) from None
+        raise in_flags_alone_terms(exc) from None
     report = check.report
     emit(args, "memory", check.to_json(), lambda: memory_report(check),
          lambda: ("fits" if report.fits else "DOES NOT FIT") +

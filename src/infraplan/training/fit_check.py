@@ -9,6 +9,7 @@ different scenarios from the same values.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -69,6 +70,67 @@ def in_flag_terms(exc, values: Mapping[str, Any], origin: str):
             flag = "--" + name.replace("_", "-")
             return InputError(f"{flag} {exc.message[len(field):]}", fix=exc.fix)
     return exc
+
+
+# The library names a knob by its scenario key: 'parallelism.sequence_parallel',
+# 'sequence_parallel: false', 'cp=1', 'etp in 1', 'lora_targets: [attention]'. A memory
+# check run from flags alone answers in the flags' terms (as web/memory.py's MEMORY_TERMS
+# answers in the form's); a scenario file keeps its keys.
+def _flag_terms() -> list[tuple[str, object]]:
+    flag = {**{k: "--" + k.replace("_", "-") for k in FLAG_PATHS},
+            **{path: "--" + k.replace("_", "-") for k, path in FLAG_PATHS.items()}}
+    keys = "|".join(sorted(map(re.escape, flag), key=len, reverse=True))
+    # keys no sentence uses as words (tp, seq_len; not 'model' or 'kernels'), and paths
+    bare = "|".join(sorted([k for k in FLAG_PATHS if "_" in k or k.endswith("p")]
+                           + [p for p in FLAG_PATHS.values() if "." in p], key=len,
+                           reverse=True))
+    on = (r"(?<![\w.*=-])", r"(?![\w*=-])")  # a whole key, not 'tp*dp' or 'ep_comm'
+
+    def value(m: re.Match) -> str:
+        name, given = flag[m[1]], m[2].strip("[]").replace(", ", ",")
+        if given in ("true", "false"):  # a BooleanOptionalAction flag: --no-<name>
+            return name if given == "true" else "--no-" + name[2:]
+        return f"{name} {given}"
+
+    return [(r"^flags: (model):? |^flags: ([\w.]+) ", lambda m: flag.get(
+                m[1] or m[2], m[0]) + " " if (m[1] or m[2]) in flag else m[0]),
+            (rf"{on[0]}({keys})(?:: |=| to | (?=\[))(\[[^\]]*\]|[\w.-]+)", value),
+            (rf"{on[0]}({keys}) in (\d+)(?![\d,])", lambda m: f"{flag[m[1]]} {m[2]}"),
+            (rf"{on[0]}({bare}){on[1]}", lambda m: flag[m[1]]),
+            (r"\bset (--)", r"use \1"), (r"; to fix: ", ". To fix: ")]
+
+
+def in_flags_alone_terms(exc):
+    """`exc`, raised by a memory check run from flags alone, in the flags' terms
+    (`_flag_terms`)."""
+    from infraplan.errors import InputError
+
+    def translate(text: str | None) -> str | None:
+        for pattern, new in _flag_terms():
+            text = text and re.sub(pattern, new, text)
+        return text
+
+    return InputError(translate(exc.message), fix=translate(exc.fix))
+
+
+# what a memory scenario must hold, as an example of each key
+_REQUIRED_EXAMPLES = {
+    "model": "model: llama-3.1-8b (a catalog name: 'infraplan catalog models') or model: "
+             "path/to/config.json",
+    "hardware": "hardware: {gpu: h100, num_gpus: 8}",
+    "hardware.gpu": "gpu: h100 under hardware: ('infraplan catalog gpus' lists them)",
+}
+
+
+def with_examples(exc):
+    """A scenario file's 'model is required' with an example of each missing key."""
+    from infraplan.errors import InputError
+
+    missing = re.findall(r"(?:^[^:]+: |; )([\w.]+) is required", exc.message)
+    examples = [_REQUIRED_EXAMPLES[k] for k in missing if k in _REQUIRED_EXAMPLES]
+    if exc.fix is not None or not examples:
+        return exc
+    return InputError(exc.message, fix="add " + "; and ".join(examples))
 
 
 def refuse_ignored_flags(values: Mapping[str, Any], scenario) -> None:
