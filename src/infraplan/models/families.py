@@ -20,6 +20,7 @@ from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
 from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_attention,
                                             group_limited_moe, with_moe)
+from infraplan.models.hf_defaults import TRANSFORMERS_DEFAULTS
 
 
 def _qwen2(cfg: ConfigReader, name: str) -> ModelArch:
@@ -49,7 +50,9 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
     act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
                      activation=act)
-    shared_width = cfg.int("shared_expert_intermediate_size", default=0, minimum=0)
+    # required: Qwen2MoeConfig's default (5632) is Qwen1.5-MoE-A2.7B's width, and
+    # transformers always builds the shared expert (qwen3_moe has none)
+    shared_width = 0 if qk_norm else cfg.int("shared_expert_intermediate_size", minimum=0)
     shared = MlpSpec(intermediate_size=shared_width, gated=True, activation=act) \
         if shared_width else None
     moe = MoeSpec(num_experts=cfg.int("num_experts"),
@@ -232,8 +235,7 @@ def _language_model(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelA
     if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):
         # a multimodal checkpoint (Gemma 3, Llama 4, Mistral 3): plan its language model;
         # its vision (or audio) tower is reported with an estimate of its size, not counted
-        language = FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"),
-                                                name)
+        language = FAMILIES[text["model_type"]](_reader(text, f"{origin} text_config"), name)
         return replace(language, towers=_towers(raw))
     if not _known(model_type):
         what = f"unsupported model_type {model_type!r}" if model_type is not None else \
@@ -244,4 +246,10 @@ def _language_model(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelA
                          fix="use a config.json of a supported family"
                              + ("" if model_type is not None else
                                 ', or add "model_type" naming its family'))
-    return FAMILIES[model_type](ConfigReader(raw, origin), name)
+    return FAMILIES[model_type](_reader(raw, origin), name)
+
+
+def _reader(raw: Mapping[str, Any], origin: str) -> ConfigReader:
+    """A reader of `raw` that fills the keys it leaves out as its family's transformers
+    configuration class would."""
+    return ConfigReader(raw, origin, TRANSFORMERS_DEFAULTS.get(raw["model_type"]))

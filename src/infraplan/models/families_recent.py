@@ -31,7 +31,7 @@ def _view(cfg: ConfigReader, defaults: Mapping[str, Any] | None = None,
           **fixed: Any) -> ConfigReader:
     """`cfg` as the family's config class sees it: `defaults` fill the keys the file leaves
     out, `fixed` sets keys the modeling file ignores or reads under another name."""
-    return ConfigReader({**(defaults or {}), **cfg.raw, **fixed}, cfg.origin)
+    return ConfigReader({**cfg.raw, **fixed}, cfg.origin, {**cfg.defaults, **(defaults or {})})
 
 
 def _sub(cfg: ConfigReader, key: str) -> ConfigReader:
