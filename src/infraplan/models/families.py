@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec, Tower
 from infraplan.models.stored import stored_weights, unmodelled_quantization
 from infraplan.models import families_gpt as gpt
@@ -241,6 +241,12 @@ def _language_model(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelA
         what = f"unsupported model_type {model_type!r}" if model_type is not None else \
             "no model_type" + (f", and its architectures {raw['architectures']!r} name no "
                                "supported family" if raw.get("architectures") else "")
+        near = close_matches(model_type, FAMILIES) if isinstance(model_type, str) else []
+        if near:
+            raise InputError(f"{origin}: {what}; did you mean "
+                             f"{', '.join(map(repr, near))}?",
+                             fix=f"set \"model_type\" to {near[0]!r} if that is its family "
+                                 f"(supported: {', '.join(sorted(FAMILIES))})")
         raise InputError(f"{origin}: {what}; supported families: "
                          f"{', '.join(sorted(FAMILIES))}",
                          fix="use a config.json of a supported family"
