@@ -168,11 +168,12 @@ def with_moe(arch: ModelArch, moe: MoeSpec, layers: tuple[int, ...],
     return replace(arch, moe=moe, moe_layers=layers)
 
 
-def group_limited_moe(cfg: ConfigReader) -> MoeSpec:
+def group_limited_moe(cfg: ConfigReader, *, routed: bool = True) -> MoeSpec:
     """DeepSeek-V3's MoE block as its config keys describe it (report Sec. 2.1.2; the
     models that copy the block read the same keys): `n_routed_experts` SwiGLU experts of
     `moe_intermediate_size`, one shared MLP `n_shared_experts` times as wide, and
-    `num_experts_per_tok` experts per token drawn from `topk_group` of `n_group` groups."""
+    `num_experts_per_tok` experts per token drawn from `topk_group` of `n_group` groups.
+    `routed`: some layer routes (with every layer dense, the groups are not checked)."""
     act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
                      activation=act)
@@ -182,7 +183,7 @@ def group_limited_moe(cfg: ConfigReader) -> MoeSpec:
     experts = cfg.int("n_routed_experts", "num_local_experts")
     groups = cfg.int("n_group", default=1)
     picked = cfg.int("topk_group", default=groups)
-    if experts % groups or picked > groups:
+    if routed and (experts % groups or picked > groups):  # groups matter where it routes
         missing = [k for k in ("n_group", "topk_group") if not cfg.given(k)]
         what = f"missing {' and '.join(map(repr, missing))}, whose transformers default " \
             f"for {cfg.raw.get('model_type')!r} does not fit: " if missing else ""

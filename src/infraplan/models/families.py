@@ -77,10 +77,11 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
         q_lora_rank=cfg.optional_int("q_lora_rank"), kv_lora_rank=cfg.int("kv_lora_rank"),
         qk_rope_head_dim=rope)
     act = cfg.text("hidden_act", default="silu")
-    moe = group_limited_moe(cfg)
     first_dense = cfg.int("first_k_dense_replace", default=0, minimum=0)
     freq = cfg.int("moe_layer_freq", default=1)
     num_layers = cfg.int("num_hidden_layers")
+    layers = tuple(i for i in range(num_layers) if i >= first_dense and i % freq == 0)
+    moe = group_limited_moe(cfg, routed=bool(layers))
     arch = ModelArch(
         **common_fields(cfg, name, tie_default=False,
                   mtp_layers=cfg.int("num_nextn_predict_layers", default=0, minimum=0)),
@@ -88,7 +89,6 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
                     activation=act),
     )
-    layers = tuple(i for i in range(num_layers) if i >= first_dense and i % freq == 0)
     return with_moe(arch, moe, layers, cfg)
 
 
