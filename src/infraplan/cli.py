@@ -232,7 +232,20 @@ def _run_catalog(args) -> int:
 
 
 def _add_model(sub) -> None:
-    p = sub.add_parser("model", help="architecture math of one model: params, FLOPs, KV")
+    p = sub.add_parser(
+        "model", help="architecture math of one model: params, FLOPs, KV",
+        description="Parameters, FLOPs per token and KV-cache bytes per token of a catalog "
+                    "model or a Hugging Face config.json (a key the file leaves out takes "
+                    "its family's transformers default). FLOPs: 2 per multiply-add, over "
+                    "every weight matmul a token goes through (an MoE token through its "
+                    "experts_per_token experts), the output layer included and the input "
+                    "embedding (a lookup) excluded; attention adds 2 x heads x (key + value "
+                    "width) per attended key, a causal query attending (s+1)/2 keys on "
+                    "average at sequence length s (a sliding window caps them); norms, "
+                    "activations, softmax and biases are not counted. Training = 3 x "
+                    "forward (backward = 2 x forward; recomputation not included). "
+                    "Non-embedding parameters leave out the token (and position) tables and "
+                    "so a tied output layer; an untied one is counted.")
     p.add_argument("name", help="catalog model or config.json path")
     p.add_argument("--seq-len", type=_positive_int, default=None,
                    help="sequence length of the FLOPs per token (default: 4096, or the "

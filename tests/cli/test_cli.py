@@ -173,10 +173,10 @@ LLAVA = {"model_type": "llava",
 
 def test_a_multimodal_checkpoints_tower_is_named_wherever_its_model_is(tmp_path, capsys):
     """LLaVA 1.5 7B's language model is planned; its CLIP ViT-L tower (24 x (4 x 1024^2
-    + 2 x 1024 x 4096) = 0.30B parameters, 4% of 6.74B) was left out without a word."""
+    + 2 x 1024 x 4096) = 301.99M parameters, 4% of 6.74B) was left out without a word."""
     config = tmp_path / "llava.json"
     config.write_text(json.dumps(LLAVA))
-    note = ("the vision tower (clip_vision_model, 24 layers, hidden 1024; about 0.30B "
+    note = ("the vision tower (clip_vision_model, 24 layers, hidden 1024; about 301.99M "
             "parameters, 4% of the language model's) is not counted: infraplan plans the "
             "language model of a multimodal checkpoint")
     code, out, _ = run(capsys, "model", str(config))

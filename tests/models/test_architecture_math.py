@@ -264,7 +264,8 @@ def test_the_largest_config_size_still_reads_and_its_maths_stays_finite():
 
 def test_layer_indices_outside_the_range_are_refused():
     raw = dict(TINY_LLAMA, model_type="qwen2_moe", num_experts=4, num_experts_per_tok=2,
-               moe_intermediate_size=32, mlp_only_layers=[10**400])
+               moe_intermediate_size=32, shared_expert_intermediate_size=64, num_key_value_heads=2,
+               mlp_only_layers=[10**400])
     with pytest.raises(InputError, match=r"mlp_only_layers must be a list of layer indices "
                                          r"\(whole numbers from 0 to 2,147,483,647\), got "
                                          r"\[100000000000000000000000000000000000000\.\.\. "

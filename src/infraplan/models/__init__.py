@@ -46,6 +46,12 @@ def read_config(path: Path) -> dict:
         path = path / "config.json"
     text = read_user_file(path, "model file",
                           fix="give a catalog model name or the path of a config.json")
+    # a byte-order mark (Windows editors save one) is not part of the JSON: utf-8-sig
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise InputError(f"{path.name} is empty", fix="save the model's config.json into it "
+                         "(a JSON object with its model_type, hidden_size, ...), or give a "
+                         "catalog model name")
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except _RepeatedKey as exc:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from infraplan.errors import InputError
+from infraplan.errors import InputError, close_matches
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch, MoeSpec, Tower
 from infraplan.models.stored import stored_weights, unmodelled_quantization
 from infraplan.models import families_gpt as gpt
@@ -20,6 +20,7 @@ from infraplan.models import families_recent as recent
 from infraplan.models import families_variants as var
 from infraplan.models.config_reader import (ConfigReader, common_fields, gqa_attention,
                                             group_limited_moe, with_moe)
+from infraplan.models.hf_defaults import TRANSFORMERS_DEFAULTS
 
 
 def _qwen2(cfg: ConfigReader, name: str) -> ModelArch:
@@ -49,7 +50,9 @@ def _qwen_moe(cfg: ConfigReader, name: str, *, qk_norm: bool) -> ModelArch:
     act = cfg.text("hidden_act", default="silu")
     expert = MlpSpec(intermediate_size=cfg.int("moe_intermediate_size"), gated=True,
                      activation=act)
-    shared_width = cfg.int("shared_expert_intermediate_size", default=0, minimum=0)
+    # required: Qwen2MoeConfig's default (5632) is Qwen1.5-MoE-A2.7B's width, and
+    # transformers always builds the shared expert (qwen3_moe has none)
+    shared_width = 0 if qk_norm else cfg.int("shared_expert_intermediate_size", minimum=0)
     shared = MlpSpec(intermediate_size=shared_width, gated=True, activation=act) \
         if shared_width else None
     moe = MoeSpec(num_experts=cfg.int("num_experts"),
@@ -74,10 +77,11 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
         q_lora_rank=cfg.optional_int("q_lora_rank"), kv_lora_rank=cfg.int("kv_lora_rank"),
         qk_rope_head_dim=rope)
     act = cfg.text("hidden_act", default="silu")
-    moe = group_limited_moe(cfg)
     first_dense = cfg.int("first_k_dense_replace", default=0, minimum=0)
     freq = cfg.int("moe_layer_freq", default=1)
     num_layers = cfg.int("num_hidden_layers")
+    layers = tuple(i for i in range(num_layers) if i >= first_dense and i % freq == 0)
+    moe = group_limited_moe(cfg, routed=bool(layers))
     arch = ModelArch(
         **common_fields(cfg, name, tie_default=False,
                   mtp_layers=cfg.int("num_nextn_predict_layers", default=0, minimum=0)),
@@ -85,7 +89,6 @@ def _deepseek_v3(cfg: ConfigReader, name: str) -> ModelArch:
         mlp=MlpSpec(intermediate_size=cfg.int("intermediate_size"), gated=True,
                     activation=act),
     )
-    layers = tuple(i for i in range(num_layers) if i >= first_dense and i % freq == 0)
     return with_moe(arch, moe, layers, cfg)
 
 
@@ -232,16 +235,27 @@ def _language_model(raw: Mapping[str, Any], *, name: str, origin: str) -> ModelA
     if not _known(model_type) and isinstance(text, Mapping) and _known(text.get("model_type")):
         # a multimodal checkpoint (Gemma 3, Llama 4, Mistral 3): plan its language model;
         # its vision (or audio) tower is reported with an estimate of its size, not counted
-        language = FAMILIES[text["model_type"]](ConfigReader(text, f"{origin} text_config"),
-                                                name)
+        language = FAMILIES[text["model_type"]](_reader(text, f"{origin} text_config"), name)
         return replace(language, towers=_towers(raw))
     if not _known(model_type):
         what = f"unsupported model_type {model_type!r}" if model_type is not None else \
             "no model_type" + (f", and its architectures {raw['architectures']!r} name no "
                                "supported family" if raw.get("architectures") else "")
+        near = close_matches(model_type, FAMILIES) if isinstance(model_type, str) else []
+        if near:
+            raise InputError(f"{origin}: {what}; did you mean "
+                             f"{', '.join(map(repr, near))}?",
+                             fix=f"set \"model_type\" to {near[0]!r} if that is its family "
+                                 f"(supported: {', '.join(sorted(FAMILIES))})")
         raise InputError(f"{origin}: {what}; supported families: "
                          f"{', '.join(sorted(FAMILIES))}",
                          fix="use a config.json of a supported family"
                              + ("" if model_type is not None else
                                 ', or add "model_type" naming its family'))
-    return FAMILIES[model_type](ConfigReader(raw, origin), name)
+    return FAMILIES[model_type](_reader(raw, origin), name)
+
+
+def _reader(raw: Mapping[str, Any], origin: str) -> ConfigReader:
+    """A reader of `raw` that fills the keys it leaves out as its family's transformers
+    configuration class would."""
+    return ConfigReader(raw, origin, TRANSFORMERS_DEFAULTS.get(raw["model_type"]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from infraplan.errors import InputError
 from infraplan.models.arch import AttentionSpec, MlpSpec, ModelArch
-from infraplan.models.config_reader import ConfigReader
+from infraplan.models.config_reader import ConfigReader, check_kv_heads
 
 
 def _decoder(cfg: ConfigReader, name: str, *, hidden: int, heads: int, kv_heads: int,
@@ -26,8 +26,9 @@ def _decoder(cfg: ConfigReader, name: str, *, hidden: int, heads: int, kv_heads:
         raise InputError(f"{cfg.origin}: hidden size {hidden} is not divisible by the "
                          f"{heads} attention heads")
     if heads % kv_heads:
-        raise InputError(f"{cfg.origin}: {kv_heads} key/value heads must divide the {heads} "
-                         "attention heads")
+        check_kv_heads(cfg, heads, kv_heads, key=next(
+            (k for k in ("num_key_value_heads", "num_kv_heads", "n_head_kv", "kv_n_heads")
+             if k in cfg.raw), "num_key_value_heads"))
     d = hidden // heads
     return ModelArch(
         name=name, family=cfg.get("model_type"), hidden_size=hidden, num_layers=layers,

@@ -31,7 +31,7 @@ def _view(cfg: ConfigReader, defaults: Mapping[str, Any] | None = None,
           **fixed: Any) -> ConfigReader:
     """`cfg` as the family's config class sees it: `defaults` fill the keys the file leaves
     out, `fixed` sets keys the modeling file ignores or reads under another name."""
-    return ConfigReader({**(defaults or {}), **cfg.raw, **fixed}, cfg.origin)
+    return ConfigReader({**cfg.raw, **fixed}, cfg.origin, {**cfg.defaults, **(defaults or {})})
 
 
 def _sub(cfg: ConfigReader, key: str) -> ConfigReader:
@@ -54,9 +54,9 @@ def _deepseek_moe(cfg: ConfigReader, dense: ModelArch) -> ModelArch:
     without bias (its e_score_correction_bias is a buffer, not a parameter), dense FFNs on
     the first `first_k_dense_replace` layers. transformers models/glm4_moe/
     modeling_glm4_moe.py: Glm4MoeMoE, Glm4MoeTopkRouter, Glm4MoeDecoderLayer (dots1 same)."""
-    moe = group_limited_moe(cfg)
     first = cfg.int("first_k_dense_replace", default=0, minimum=0)
-    return with_moe(dense, moe, tuple(range(first, dense.num_layers)), cfg)
+    layers = tuple(range(first, dense.num_layers))
+    return with_moe(dense, group_limited_moe(cfg, routed=bool(layers)), layers, cfg)
 
 
 def _all_layers(arch: ModelArch, moe: MoeSpec, cfg: ConfigReader) -> ModelArch:

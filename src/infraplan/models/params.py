@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from infraplan.models.arch import MlpSpec, ModelArch
+from infraplan.units import format_count
 
 
 def linear_params(fan_in: int, fan_out: int, bias: bool) -> int:
@@ -180,8 +181,10 @@ def uncounted_notes(arch: ModelArch) -> list[str]:
             tower.model_type, tower.layers and f"{tower.layers} layers",
             tower.hidden_size and f"hidden {tower.hidden_size}") if part) or "no shape given"
         if tower.params_estimate:
-            shape += (f"; about {tower.params_estimate / 1e9:.2f}B parameters, "
-                      f"{tower.params_estimate / language:.0%} of the language model's")
+            share = tower.params_estimate / language
+            shape += (f"; about {format_count(tower.params_estimate)} parameters, "
+                      + (f"{share:.0%}" if share >= 0.005 else "under 1%")
+                      + " of the language model's")
         notes.append(f"the {tower.kind} tower ({shape}) is not counted: infraplan plans the "
                      "language model of a multimodal checkpoint")
     return notes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infraplan.models import (ModelArch, forward_flops_per_token, kv_cache_bytes,
+from infraplan.models import (ModelArch, ParamCounts, forward_flops_per_token, kv_cache_bytes,
                               kv_cache_bytes_per_token, load_model, matmul_flops_per_token,
                               param_counts, training_flops_per_sequence)
 from infraplan.training.memory import model_notes
@@ -82,8 +82,7 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
                                   "attention_unquantized": arch.stored.attention_unquantized}
         lines.append(f"  quantization_config: weights stored as {arch.stored.describe()}")
     lines += [
-        f"  embedding {format_count(counts.embedding)}, non-embedding "
-        f"{format_count(counts.non_embedding)}",
+        "  " + embedding_line(arch, counts),
         f"FLOPs per token at seq {seq_len} (causal): forward {format_flops(forward)}, "
         f"training (3x forward) {format_flops(training)}",
         f"KV cache per token: {_kib(kv['bf16'])} in bf16, {_kib(kv['fp8'])} in fp8",
@@ -91,6 +90,22 @@ def arch_summary(arch: ModelArch, seq_len: int | None = None) -> dict:
     lines += [f"note: {n}" for n in data["notes"]]
     data["text"] = "\n".join(lines)
     return data
+
+
+def embedding_line(arch: ModelArch, counts: ParamCounts) -> str:
+    """The embedding / non-embedding split with its convention. Non-embedding is Kaplan et
+    al. 2020's N, everything but the token (and learned position) tables: a tied output
+    layer is that same table, so it is left out too (the Gemma 2 report's figures); an untied
+    one is a weight of its own and is counted, as every report of an untied model does. The
+    FLOPs, by contrast, count the output layer's matmul either way."""
+    positions = f" + {format_count(counts.position_embedding)} positions" \
+        if counts.position_embedding else ""
+    if arch.tie_word_embeddings:
+        return (f"embedding {format_count(counts.embedding)} (tied to the output layer)"
+                f"{positions}, non-embedding {format_count(counts.non_embedding)} (all else)")
+    return (f"embedding {format_count(counts.embedding)}{positions}, non-embedding "
+            f"{format_count(counts.non_embedding)} (all else, the untied output layer's "
+            f"{format_count(counts.lm_head)} included)")
 
 
 def _kib(n_bytes: float) -> str:
