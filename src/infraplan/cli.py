@@ -124,7 +124,9 @@ def _add_memory(sub) -> None:
                                            "sgd-momentum"])
     p.add_argument("--kernels", choices=["fused", "eager"],
                    help="fused: flash attention and fused norms (default); eager: plain "
-                        "PyTorch ops with the s x s attention scores")
+                        "PyTorch ops with the s x s attention scores kept in 16 bits, as in "
+                        "Korthikanti et al. 2022 (Hugging Face's eager attention also keeps "
+                        "an fp32 softmax: 6 bytes a score, 3 x this estimate's 2)")
     p.add_argument("--finetune", choices=["full", "lora", "qlora"])
     p.add_argument("--lora-rank", type=_positive_int)
     p.add_argument("--lora-targets", help="comma list: all-linear, attention, mlp, q_proj,...")
