@@ -18,7 +18,7 @@ from infraplan.physics.memory.states import expert_dp, lora_shapes, lora_targets
 from infraplan.physics.memory.states import optimizer as lookup_optimizer
 from infraplan.physics.memory.training import (FINETUNE, MemoryOptions,
                                                training_memory_arrays)
-from infraplan.training.plan import ParallelPlan, check_plan, divisors
+from infraplan.training.plan import ParallelPlan, check_plan
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
@@ -183,34 +183,6 @@ def lora_coverage_notes(arch: ModelArch, options: MemoryOptions) -> list[str]:
             f"transformers); its MLP targets adapt {reach}"]
 
 
-def _listed(name: str, values: list[int]) -> str:
-    """'cp=1' for one value, 'cp in 1, 2, 4' for several."""
-    return f"{name}={values[0]}" if len(values) == 1 else \
-        f"{name} in {', '.join(map(str, values))}"
-
-
-def check_degrees(arch: ModelArch, plan: ParallelPlan, seq_len: int) -> None:
-    """The pipeline and context-parallel degrees of a plan with its GPU count fixed, each
-    refused with the values that would run: a degree the model or sequence allows that
-    also divides the GPUs left to it (with dp derived, pp takes pp*dp of them and cp
-    dp*cp). `check_plan` checks the rest."""
-    if plan.pp > arch.num_layers:
-        fits = [p for p in divisors(plan.pp * plan.dp) if p <= arch.num_layers]
-        raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}",
-                        fix=f"use {_listed('pp', fits)} (at most one stage per layer, "
-                            f"dividing the {plan.pp * plan.dp:,} GPUs left to pp*dp)")
-    chunk = 2 * plan.cp
-    if plan.cp > 1 and seq_len % chunk:
-        # Load-balanced ring attention (Megatron-LM, torchtitan) gives each CP rank two of
-        # 2*cp chunks of the sequence.
-        lower, upper = seq_len // chunk * chunk, (seq_len // chunk + 1) * chunk
-        lengths = f"{lower} or {upper}" if lower else f"{upper}"
-        fits = [c for c in divisors(plan.dp * plan.cp) if c == 1 or seq_len % (2 * c) == 0]
-        raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {chunk} "
-                        "(load-balanced ring attention splits it in 2*cp chunks)",
-                        fix=f"use seq_len={lengths}, or {_listed('cp', fits)}")
-
-
 def zero_notes(arch: ModelArch, plan: ParallelPlan) -> list[str]:
     """ZeRO shards over the data-parallel ranks (DP x CP): with one of them it shards
     nothing (PyTorch FSDP runs NO_SHARD at world size 1), so the stage saves no memory."""
@@ -233,9 +205,8 @@ def training_memory(model: str | ModelArch, gpu: str | Accelerator, plan: Parall
     arch = model if isinstance(model, ModelArch) else load_model(model)
     accelerator = gpu if isinstance(gpu, Accelerator) else load_catalog().accelerators.get(gpu)
     notes = _check_options(options, accelerator)
-    check_degrees(arch, plan, options.seq_len)
     m = check_plan(arch, plan, seq_len=options.seq_len, global_batch=global_batch,
-                   kernels=options.kernels)
+                   kernels=options.kernels, gpus_fixed=True)
     notes += model_notes(arch, options.seq_len)
     notes += lora_coverage_notes(arch, options)
     layout = plan.uneven_layout_note(arch.num_layers)

@@ -129,6 +129,11 @@ def _show(values: list[int]) -> str:
     return ", ".join(map(str, values[:16])) + (", ..." if len(values) > 16 else "")
 
 
+def _listed(name: str, values: list[int]) -> str:
+    """'cp=1' for one value, 'cp in 1, 2, 4' for several."""
+    return f"{name}={values[0]}" if len(values) == 1 else f"{name} in {_show(values)}"
+
+
 def resolve_dp(num_gpus: int, tp: int, pp: int, cp: int, dp: int | None) -> int:
     """DP from the GPU count when not given; a mismatch names every degree."""
     model_parallel = tp * pp * cp
@@ -146,8 +151,11 @@ def resolve_dp(num_gpus: int, tp: int, pp: int, cp: int, dp: int | None) -> int:
 
 
 def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
-               global_batch: int | None = None, kernels: str = "fused") -> int:
-    """Raise PlanError for a plan that cannot run; return micro-batches per step."""
+               global_batch: int | None = None, kernels: str = "fused",
+               gpus_fixed: bool = False) -> int:
+    """Raise PlanError for a plan that cannot run; return micro-batches per step.
+    `gpus_fixed`: the plan's GPU count is the job's (a memory check), so a pp or cp offered
+    instead must also divide the GPUs left to it; a search's probe has no count yet."""
     at = arch.attention
     for name in ("tp", "pp", "dp", "cp", "ep", "expert_tp", "vp", "micro_batch"):
         if getattr(plan, name) < 1:
@@ -179,7 +187,12 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
             raise PlanError(f"{knob}={degree} does not divide {label}={width} of {arch.name}",
                             fix=f"use {knob} in {_show(fits)}")
     if plan.pp > arch.num_layers:
-        raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}")
+        left = plan.pp * plan.dp
+        fits = [p for p in divisors(left) if p <= arch.num_layers]
+        raise PlanError(f"pp={plan.pp} exceeds the {arch.num_layers} layers of {arch.name}",
+                        fix=f"use {_listed('pp', fits)} (at most one stage per layer, dividing "
+                            f"the {left:,} GPUs left to pp*dp)" if gpus_fixed else
+                            f"use pp <= {arch.num_layers} (at most one stage per layer)")
     if plan.vp > 1:
         if plan.pp == 1:
             raise PlanError("vp (virtual pipeline stages) > 1 needs pp > 1",
@@ -188,14 +201,19 @@ def check_plan(arch: ModelArch, plan: ParallelPlan, *, seq_len: int,
             raise PlanError(f"pp*vp = {plan.pp * plan.vp} model chunks exceed the "
                             f"{arch.num_layers} layers", fix="lower vp")
     if plan.cp > 1:
-        if seq_len % (2 * plan.cp):
-            # the degrees that split it: divisors of seq_len / 2 (the small ones: CP spans
-            # at most a few hundred GPUs)
-            fits = [c for c in range(1, 129) if seq_len % 2 == 0 and (seq_len // 2) % c == 0]
-            raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {2 * plan.cp} "
+        chunk = 2 * plan.cp
+        if seq_len % chunk:
+            # Load-balanced ring attention (Megatron-LM, torchtitan) gives each CP rank two
+            # of 2*cp chunks of the sequence: the nearest lengths that split, or the degrees
+            # that split this one (dividing the GPUs left to dp*cp, when those are known;
+            # else the small ones: CP spans at most a few hundred GPUs)
+            lower, upper = seq_len // chunk * chunk, (seq_len // chunk + 1) * chunk
+            lengths = f"{lower} or {upper}" if lower else f"{upper}"
+            degrees = divisors(plan.dp * plan.cp) if gpus_fixed else range(1, 129)
+            fits = [c for c in degrees if c == 1 or seq_len % (2 * c) == 0]
+            raise PlanError(f"seq_len={seq_len} must be divisible by 2*cp = {chunk} "
                             "(load-balanced ring attention splits it in 2*cp chunks)",
-                            fix=f"use cp in {_show(fits)}" if len(fits) > 1 else
-                            "use cp=1, or an even seq_len")
+                            fix=f"use seq_len={lengths}, or {_listed('cp', fits)}")
         if kernels == "eager":
             raise PlanError("context parallelism needs fused (flash) attention kernels",
                             fix="use kernels=fused or cp=1")
