@@ -135,7 +135,7 @@ def _add_memory(sub) -> None:
 
 
 def _memory_flags(args) -> dict:
-    from infraplan.physics.memory.states import LORA_TARGET_GROUPS
+    from infraplan.physics.memory.states import valid_lora_targets
     from infraplan.training.fit_check import FLAG_PATHS
 
     values = {name: getattr(args, name) for name in FLAG_PATHS}
@@ -143,8 +143,7 @@ def _memory_flags(args) -> dict:
         values["lora_targets"] = [t.strip() for t in args.lora_targets.split(",")]
         if not all(values["lora_targets"]):
             raise InputError(f"--lora-targets {args.lora_targets!r} has an empty target; valid "
-                             f"targets: {', '.join(LORA_TARGET_GROUPS)}, or module names "
-                             "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
+                             f"targets: {valid_lora_targets()}",
                              fix="pass --lora-targets all-linear, or a comma list such as "
                                  "q_proj,v_proj")
     return values

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 from infraplan.models.arch import ModelArch
@@ -76,6 +77,7 @@ def in_flag_terms(exc, values: Mapping[str, Any], origin: str):
 # 'sequence_parallel: false', 'cp=1', 'etp in 1', 'lora_targets: [attention]'. A memory
 # check run from flags alone answers in the flags' terms (as web/memory.py's MEMORY_TERMS
 # answers in the form's); a scenario file keeps its keys.
+@lru_cache(maxsize=1)  # the patterns depend on FLAG_PATHS alone
 def _flag_terms() -> list[tuple[str, object]]:
     flag = {**{k: "--" + k.replace("_", "-") for k in FLAG_PATHS},
             **{path: "--" + k.replace("_", "-") for k, path in FLAG_PATHS.items()}}

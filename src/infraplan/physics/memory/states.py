@@ -153,6 +153,12 @@ LORA_MODULE_ALIASES = {
 }
 
 
+def valid_lora_targets() -> str:
+    """The targets a LoRA may name, for an error's text."""
+    return (f"{', '.join(LORA_TARGET_GROUPS)}, or module names "
+            f"({', '.join(LORA_MODULE_ALIASES)})")
+
+
 def lora_targets(names: tuple[str, ...]) -> frozenset[str]:
     """Canonical LoRA targets (q, k, v, o, gate, up, down) from groups or module names."""
     out: set[str] = set()
@@ -160,8 +166,7 @@ def lora_targets(names: tuple[str, ...]) -> frozenset[str]:
         key = name.strip().lower()
         if not key:
             raise InputError("lora_targets has an empty target; valid targets: "
-                             f"{', '.join(LORA_TARGET_GROUPS)}, or module names "
-                             f"({', '.join(LORA_MODULE_ALIASES)})",
+                             f"{valid_lora_targets()}",
                              fix="set lora_targets: [all-linear] (every linear layer), or "
                                  "name the targets")
         if key in LORA_TARGET_GROUPS:
